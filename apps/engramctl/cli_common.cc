@@ -1,0 +1,149 @@
+// Exit-code mapping, stderr reporter and config helpers for engramctl.
+#include "cli_common.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "engram/base/units.h"
+
+namespace engramctl {
+
+using engram::Code;
+
+int ExitCodeFor(Code code) {
+  switch (code) {
+    case Code::kInvalidArgument:
+    case Code::kConfig:
+      return kExitUsage;
+    case Code::kVersion:
+      return kExitVersion;
+    default:
+      return kExitRuntime;
+  }
+}
+
+GlobalFlags& Globals() {
+  static GlobalFlags g;
+  return g;
+}
+
+int& CommandExit() {
+  static int code = kExitOk;
+  return code;
+}
+
+std::string& CommandLine() {
+  static std::string s;
+  return s;
+}
+
+namespace {
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+std::string Rate(double per_s, std::string_view unit) {
+  char buf[64];
+  if (unit == "bytes") return engram::base::FormatBytes(static_cast<uint64_t>(per_s)) + "/s";
+  if (per_s >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2fM %.*s/s", per_s / 1e6, static_cast<int>(unit.size()),
+                  unit.data());
+  else if (per_s >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.1fk %.*s/s", per_s / 1e3, static_cast<int>(unit.size()),
+                  unit.data());
+  else
+    std::snprintf(buf, sizeof buf, "%.0f %.*s/s", per_s, static_cast<int>(unit.size()),
+                  unit.data());
+  return buf;
+}
+}  // namespace
+
+StderrReporter::StderrReporter() : tty_(::isatty(STDERR_FILENO) == 1) {}
+
+void StderrReporter::ClearLine() {
+  if (line_dirty_) {
+    std::fputs("\r\033[K", stderr);
+    line_dirty_ = false;
+  }
+}
+
+void StderrReporter::Log(engram::base::LogLevel level, std::string_view line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Globals().quiet && level < engram::base::LogLevel::kWarning) return;
+  ClearLine();
+  const char* prefix = "";
+  if (level == engram::base::LogLevel::kNote) prefix = "note: ";
+  if (level == engram::base::LogLevel::kWarning) prefix = "warning: ";
+  std::fprintf(stderr, "%s%.*s\n", prefix, static_cast<int>(line.size()), line.data());
+  std::fflush(stderr);
+}
+
+void StderrReporter::Progress(std::string_view phase, uint64_t done, uint64_t total,
+                              std::string_view unit) {
+  if (!tty_ || Globals().quiet || Globals().no_progress) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  double now = Now();
+  if (phase != phase_) {
+    phase_ = std::string(phase);
+    phase_start_ = now;
+    last_draw_ = 0;
+  }
+  if (now - last_draw_ < 0.1) return;
+  last_draw_ = now;
+  double elapsed = now - phase_start_;
+  double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
+  char buf[256];
+  if (total > 0) {
+    double frac = static_cast<double>(done) / static_cast<double>(total);
+    double eta = rate > 0 ? static_cast<double>(total - std::min(done, total)) / rate : 0;
+    std::snprintf(buf, sizeof buf, "%.*s: %5.1f%%  %s  ETA %s", static_cast<int>(phase.size()),
+                  phase.data(), 100.0 * frac, Rate(rate, unit).c_str(),
+                  engram::base::FormatSeconds(eta).c_str());
+  } else {
+    std::snprintf(buf, sizeof buf, "%.*s: %llu %.*s  %s", static_cast<int>(phase.size()),
+                  phase.data(), static_cast<unsigned long long>(done),
+                  static_cast<int>(unit.size()), unit.data(), Rate(rate, unit).c_str());
+  }
+  std::fprintf(stderr, "\r\033[K%s", buf);
+  std::fflush(stderr);
+  line_dirty_ = true;
+}
+
+void StderrReporter::ProgressDone(std::string_view) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ClearLine();
+  phase_.clear();
+  std::fflush(stderr);
+}
+
+std::optional<engram::config::Config> LoadConfigIfAny(const std::string& path,
+                                                      engram::base::Reporter& r) {
+  if (path.empty()) return std::nullopt;
+  engram::config::Config c = engram::config::Load(path);
+  std::stable_sort(c.notes.begin(), c.notes.end(),
+                   [](const auto& a, const auto& b) { return a.line < b.line; });
+  for (const auto& n : c.notes)
+    r.Log(engram::base::LogLevel::kNote,
+          path + ":" + std::to_string(n.line) + ": " + n.key + ": " + n.text);
+  if (c.table_path_from_env)
+    r.Log(engram::base::LogLevel::kNote,
+          "ENGRAM_TABLE_PATH overrides [engram.table] path: " + c.table.path);
+  return c;
+}
+
+std::string TokenizerFromConfig(const engram::config::Config& c) {
+  if (!c.model.tokenizer.empty()) return c.model.tokenizer;
+  if (!c.model.path.empty()) return c.model.path + "/tokenizer.json";
+  return {};
+}
+
+void PrintStdout(const std::string& s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  if (s.empty() || s.back() != '\n') std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace engramctl

@@ -1,0 +1,76 @@
+// Shared CLI plumbing: exit codes, the stderr Reporter, config loading and small printers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engram/base/error.h"
+#include "engram/base/reporter.h"
+#include "engram/config/config.h"
+
+namespace CLI {
+class App;
+}
+
+namespace engramctl {
+
+// schemas/cli.md "Exit status".
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRuntime = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitProblems = 3;
+inline constexpr int kExitVersion = 4;
+
+int ExitCodeFor(engram::Code code);
+
+// Global flags every subcommand sees.
+struct GlobalFlags {
+  bool quiet = false;
+  bool no_progress = false;
+};
+GlobalFlags& Globals();
+
+// Writes log lines and TTY progress (with rate and ETA) to stderr. Thread-safe.
+class StderrReporter : public engram::base::Reporter {
+ public:
+  StderrReporter();
+  void Log(engram::base::LogLevel level, std::string_view line) override;
+  void Progress(std::string_view phase, uint64_t done, uint64_t total,
+                std::string_view unit) override;
+  void ProgressDone(std::string_view phase) override;
+
+ private:
+  void ClearLine();
+  std::mutex mu_;
+  bool tty_;
+  bool line_dirty_ = false;
+  std::string phase_;
+  double phase_start_ = 0;
+  double last_draw_ = 0;
+};
+
+// A subcommand's exit status, set by its callback (main returns it).
+int& CommandExit();
+
+// Loads --config when given (notes go to the reporter); nullopt when path is empty.
+std::optional<engram::config::Config> LoadConfigIfAny(const std::string& path,
+                                                      engram::base::Reporter& r);
+// The tokenizer a config names: [model] tokenizer, else <[model] path>/tokenizer.json, else "".
+std::string TokenizerFromConfig(const engram::config::Config& c);
+
+// Writes s (plus a newline) to stdout.
+void PrintStdout(const std::string& s);
+// argv joined for provenance.
+std::string& CommandLine();
+
+// Subcommand registration (one per cmd_<verb>.cc).
+void AddBuildCommand(CLI::App& app);
+void AddInspectCommand(CLI::App& app);
+void AddVerifyCommand(CLI::App& app);
+void AddTokenizeCommand(CLI::App& app);
+
+}  // namespace engramctl

@@ -1,0 +1,217 @@
+// Bit-exact float <-> bf16/f16/fp8-e4m3/e8m0 conversions (round to nearest even).
+#include "engram/base/dtype.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace engram::base {
+
+std::string_view DTypeName(DType t) noexcept {
+  switch (t) {
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kF8E4M3:
+      return "fp8-e4m3";
+  }
+  return "?";
+}
+
+std::optional<DType> ParseDType(std::string_view n) noexcept {
+  if (n == "f32" || n == "float32" || n == "fp32" || n == "float") return DType::kF32;
+  if (n == "bf16" || n == "bfloat16") return DType::kBF16;
+  if (n == "f16" || n == "float16" || n == "fp16" || n == "half") return DType::kF16;
+  if (n == "fp8-e4m3" || n == "fp8" || n == "float8_e4m3" || n == "float8_e4m3fn" || n == "e4m3" ||
+      n == "f8_e4m3")
+    return DType::kF8E4M3;
+  return std::nullopt;
+}
+
+bool IsValidDType(uint32_t code) noexcept { return code <= 3; }
+
+uint32_t DTypeSize(DType t) noexcept {
+  switch (t) {
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kF16:
+      return 2;
+    case DType::kF8E4M3:
+      return 1;
+  }
+  return 0;
+}
+
+uint16_t FloatToBF16(float f) noexcept {
+  uint32_t b = std::bit_cast<uint32_t>(f);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((b >> 16) | 0x0040u);  // NaN
+  b += 0x7FFFu + ((b >> 16) & 1u);
+  return static_cast<uint16_t>(b >> 16);
+}
+
+float BF16ToFloat(uint16_t h) noexcept {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
+
+uint16_t FloatToF16(float f) noexcept {
+  uint32_t b = std::bit_cast<uint32_t>(f);
+  uint32_t sign = (b >> 16) & 0x8000u;
+  uint32_t abs = b & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);   // NaN
+  if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds to >= 65520: inf
+  if (abs < 0x38800000u) {
+    // Result is subnormal (or zero): value / 2^-24 rounded to nearest even.
+    float a = std::bit_cast<float>(abs);
+    float q = std::nearbyint(a * 16777216.0f);  // exact scaling by 2^24
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(q));
+  }
+  uint32_t exp = ((abs >> 23) - 127 + 15);
+  uint32_t mant = abs & 0x7FFFFFu;
+  uint32_t r = (exp << 10) | (mant >> 13);
+  uint32_t rest = mant & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (r & 1u))) ++r;  // carries into exponent correctly
+  return static_cast<uint16_t>(sign | r);
+}
+
+float F16ToFloat(uint16_t h) noexcept {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1Fu;
+  uint32_t mant = h & 0x3FFu;
+  if (exp == 0) {
+    float v = static_cast<float>(mant) * (1.0f / 16777216.0f);
+    return sign ? -v : v;
+  }
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7F800000u | (mant << 13));
+  return std::bit_cast<float>(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+}
+
+uint8_t FloatToE4M3(float f) noexcept {
+  uint32_t b = std::bit_cast<uint32_t>(f);
+  uint8_t sign = static_cast<uint8_t>((b >> 24) & 0x80u);
+  uint32_t abs = b & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return static_cast<uint8_t>(sign | 0x7Fu);  // NaN
+  float a = std::bit_cast<float>(abs);
+  if (a >= 448.0f) return static_cast<uint8_t>(sign | 0x7Eu);  // saturate (incl. inf)
+  if (a < 0.015625f) {                                         // below 2^-6: subnormal grid 2^-9
+    float q = std::nearbyint(a * 512.0f);                      // 0..8; 8 is the smallest normal
+    return static_cast<uint8_t>(sign | static_cast<uint32_t>(q));
+  }
+  uint32_t exp = (abs >> 23) - 127 + 7;
+  uint32_t mant = abs & 0x7FFFFFu;
+  uint32_t r = (exp << 3) | (mant >> 20);
+  uint32_t rest = mant & 0xFFFFFu;
+  if (rest > 0x80000u || (rest == 0x80000u && (r & 1u))) ++r;
+  if (r > 0x7Eu) r = 0x7Eu;
+  return static_cast<uint8_t>(sign | r);
+}
+
+namespace {
+std::array<float, 256> MakeE4M3Table() {
+  std::array<float, 256> t{};
+  for (int q = 0; q < 256; ++q) {
+    int sign = q & 0x80, exp = (q >> 3) & 0xF, mant = q & 7;
+    float v;
+    if (exp == 15 && mant == 7)
+      v = std::numeric_limits<float>::quiet_NaN();
+    else if (exp == 0)
+      v = std::ldexp(static_cast<float>(mant), -9);
+    else
+      v = std::ldexp(1.0f + mant / 8.0f, exp - 7);
+    t[q] = sign ? -v : v;
+  }
+  return t;
+}
+const std::array<float, 256> kE4M3 = MakeE4M3Table();
+}  // namespace
+
+float E4M3ToFloat(uint8_t q) noexcept { return kE4M3[q]; }
+
+float E8M0ToFloat(uint8_t e) noexcept {
+  if (e == 0xFF) return std::numeric_limits<float>::quiet_NaN();
+  if (e == 0) return std::bit_cast<float>(0x00400000u);  // 2^-127 is a float subnormal
+  return std::bit_cast<float>(static_cast<uint32_t>(e) << 23);
+}
+
+namespace {
+// Smallest power of two s = 2^(e-127) with amax / s <= 448.
+uint8_t ScaleFor(float amax) {
+  if (!(amax > 0) || !std::isfinite(amax)) return 127;
+  int e = 127;
+  // Start from the exponent of amax/448 and adjust; at most a couple of steps.
+  int exp2;
+  std::frexp(amax / 448.0f, &exp2);  // amax/448 = m * 2^exp2, m in [0.5, 1)
+  e = 127 + exp2;
+  while (e > 1 && amax / E8M0ToFloat(static_cast<uint8_t>(e - 1)) <= 448.0f) --e;
+  while (e < 254 && amax / E8M0ToFloat(static_cast<uint8_t>(e)) > 448.0f) ++e;
+  return static_cast<uint8_t>(std::clamp(e, 0, 254));
+}
+}  // namespace
+
+void EncodeRow(DType t, std::span<const float> in, uint8_t* out, uint8_t* scales) noexcept {
+  size_t n = in.size();
+  switch (t) {
+    case DType::kF32:
+      std::memcpy(out, in.data(), n * 4);
+      return;
+    case DType::kBF16:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h = FloatToBF16(in[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      return;
+    case DType::kF16:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h = FloatToF16(in[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      return;
+    case DType::kF8E4M3:
+      for (size_t b = 0; b * kFp8BlockSize < n; ++b) {
+        float amax = 0;
+        for (size_t i = b * kFp8BlockSize; i < (b + 1) * kFp8BlockSize && i < n; ++i)
+          amax = std::max(amax, std::fabs(in[i]));
+        uint8_t e = ScaleFor(amax);
+        scales[b] = e;
+        float inv = 1.0f / E8M0ToFloat(e);  // exact: a power of two
+        for (size_t i = b * kFp8BlockSize; i < (b + 1) * kFp8BlockSize && i < n; ++i)
+          out[i] = FloatToE4M3(in[i] * inv);
+      }
+      return;
+  }
+}
+
+void DecodeRow(DType t, const uint8_t* in, const uint8_t* scales, std::span<float> out) noexcept {
+  size_t n = out.size();
+  switch (t) {
+    case DType::kF32:
+      std::memcpy(out.data(), in, n * 4);
+      return;
+    case DType::kBF16:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, in + 2 * i, 2);
+        out[i] = BF16ToFloat(h);
+      }
+      return;
+    case DType::kF16:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, in + 2 * i, 2);
+        out[i] = F16ToFloat(h);
+      }
+      return;
+    case DType::kF8E4M3:
+      for (size_t i = 0; i < n; ++i) out[i] = kE4M3[in[i]] * E8M0ToFloat(scales[i / kFp8BlockSize]);
+      return;
+  }
+}
+
+}  // namespace engram::base

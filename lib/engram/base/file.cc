@@ -1,0 +1,247 @@
+// POSIX file helpers: every syscall failure becomes an engram::Error naming the path.
+#include "engram/base/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <utility>
+
+#include "engram/base/error.h"
+
+namespace engram::base {
+namespace {
+
+std::string Errno(int e) { return std::strerror(e); }
+
+[[noreturn]] void ThrowIo(const std::string& what, const std::string& path, int e) {
+  std::string hint;
+  if (e == ENOSPC || e == EDQUOT) hint = "; the disk is full: free space or choose another path";
+  if (e == EACCES || e == EPERM || e == EROFS) hint = "; check the permissions of the path";
+  if (e == ENOENT) hint = "; check the path";
+  if (e == EISDIR) hint = "; give a file, not a directory";
+  ENGRAM_THROW(Code::kIo, path << ": " << what << " failed: " << Errno(e) << hint);
+}
+
+}  // namespace
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.Release();
+  }
+  return *this;
+}
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void UniqueFd::Close(const std::string& path_for_errors) {
+  if (fd_ < 0) return;
+  int fd = Release();
+  if (::close(fd) != 0) ThrowIo("close", path_for_errors, errno);
+}
+
+UniqueFd OpenFile(const std::string& path, int flags, mode_t mode) {
+  int fd;
+  do {
+    fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) ThrowIo("open", path, errno);
+  return UniqueFd(fd);
+}
+
+uint64_t RegularFileSize(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) ThrowIo("stat", path, errno);
+  ENGRAM_CHECK(!S_ISDIR(st.st_mode), Code::kInvalidArgument,
+               path << " is a directory; give the path of a file");
+  ENGRAM_CHECK(S_ISREG(st.st_mode), Code::kInvalidArgument,
+               path << " is not a regular file (device, pipe or socket); give a regular file");
+  return static_cast<uint64_t>(st.st_size);
+}
+
+size_t PreadSome(int fd, void* buf, size_t n, uint64_t offset, const std::string& path) {
+  size_t done = 0;
+  auto* p = static_cast<uint8_t*>(buf);
+  while (done < n) {
+    ssize_t r = ::pread(fd, p + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      ThrowIo("read", path, errno);
+    }
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  return done;
+}
+
+void PreadFull(int fd, void* buf, size_t n, uint64_t offset, const std::string& path) {
+  size_t got = PreadSome(fd, buf, n, offset, path);
+  ENGRAM_CHECK(got == n, Code::kCorrupt,
+               path << ": truncated: wanted " << n << " bytes at offset " << offset
+                    << ", file ends after " << got);
+}
+
+void PwriteFull(int fd, const void* buf, size_t n, uint64_t offset, const std::string& path) {
+  size_t done = 0;
+  const auto* p = static_cast<const uint8_t*>(buf);
+  while (done < n) {
+    ssize_t r = ::pwrite(fd, p + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      ThrowIo("write", path, errno);
+    }
+    if (r == 0) ThrowIo("write", path, ENOSPC);
+    done += static_cast<size_t>(r);
+  }
+}
+
+void Fsync(int fd, const std::string& path) {
+  if (::fsync(fd) != 0) ThrowIo("fsync", path, errno);
+}
+
+void FsyncDir(const std::string& dir) {
+  UniqueFd fd = OpenFile(dir, O_RDONLY | O_DIRECTORY);
+  // Some filesystems (e.g. some FUSE and tmpfs setups) refuse fsync on directories with EINVAL;
+  // there is nothing more durable we can do there.
+  if (::fsync(fd.get()) != 0 && errno != EINVAL) ThrowIo("fsync", dir, errno);
+}
+
+void Truncate(int fd, uint64_t size, const std::string& path) {
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) ThrowIo("truncate", path, errno);
+}
+
+std::string ReadFileToString(const std::string& path, uint64_t max_bytes) {
+  UniqueFd fd = OpenFile(path, O_RDONLY);
+  uint64_t size = RegularFileSize(fd.get(), path);
+  ENGRAM_CHECK(size <= max_bytes, Code::kInvalidArgument,
+               path << " is " << size << " bytes, more than the " << max_bytes
+                    << " bytes allowed for this kind of file");
+  std::string out(size, '\0');
+  size_t got = PreadSome(fd.get(), out.data(), size, 0, path);
+  out.resize(got);
+  return out;
+}
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+bool PathExists(const std::string& path) noexcept {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+MappedFile MappedFile::Open(const std::string& path, Mode mode) {
+  UniqueFd fd = OpenFile(path, mode == Mode::kReadOnly ? O_RDONLY : O_RDWR);
+  uint64_t size = RegularFileSize(fd.get(), path);
+  return FromFd(fd.get(), size, mode, path);
+}
+
+MappedFile MappedFile::FromFd(int fd, uint64_t size, Mode mode, const std::string& path) {
+  MappedFile m;
+  m.path_ = path;
+  m.size_ = size;
+  if (size == 0) return m;
+  int prot = mode == Mode::kReadOnly ? PROT_READ : (PROT_READ | PROT_WRITE);
+  void* p = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) ThrowIo("mmap", path, errno);
+  m.data_ = static_cast<uint8_t*>(p);
+  return m;
+}
+
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      path_(std::move(o.path_)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    if (data_) ::munmap(data_, size_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    path_ = std::move(o.path_);
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(data_, size_);
+}
+
+namespace {
+void Advise(const uint8_t* base, uint64_t size, uint64_t offset, uint64_t len, int advice) {
+  if (!base || offset >= size) return;
+  if (len > size - offset) len = size - offset;
+  long page = ::sysconf(_SC_PAGESIZE);
+  uint64_t start = offset & ~static_cast<uint64_t>(page - 1);
+  ::madvise(const_cast<uint8_t*>(base) + start, len + (offset - start), advice);
+}
+}  // namespace
+
+void MappedFile::AdviseSequential(uint64_t offset, uint64_t len) const noexcept {
+  Advise(data_, size_, offset, len, MADV_SEQUENTIAL);
+}
+void MappedFile::AdviseRandom(uint64_t offset, uint64_t len) const noexcept {
+  Advise(data_, size_, offset, len, MADV_RANDOM);
+}
+void MappedFile::AdviseWillNeed(uint64_t offset, uint64_t len) const noexcept {
+  Advise(data_, size_, offset, len, MADV_WILLNEED);
+}
+
+void MappedFile::Sync() {
+  if (data_ && ::msync(data_, size_, MS_SYNC) != 0) ThrowIo("msync", path_, errno);
+}
+
+TempFile::TempFile(std::string final_path) : final_path_(std::move(final_path)) {
+  temp_path_ = final_path_ + ".tmp." + std::to_string(::getpid());
+  // A stale temp file of ours from an earlier crashed process with the same pid is garbage.
+  ::unlink(temp_path_.c_str());
+  fd_ = OpenFile(temp_path_, O_RDWR | O_CREAT | O_EXCL, 0644);
+}
+
+TempFile::TempFile(TempFile&& o) noexcept
+    : final_path_(std::move(o.final_path_)),
+      temp_path_(std::move(o.temp_path_)),
+      fd_(std::move(o.fd_)),
+      committed_(std::exchange(o.committed_, true)) {}
+
+TempFile::~TempFile() {
+  if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
+}
+
+void TempFile::Commit() {
+  Fsync(fd_.get(), temp_path_);
+  fd_.Close(temp_path_);
+  if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) ThrowIo("rename", final_path_, errno);
+  committed_ = true;
+  FsyncDir(DirName(final_path_));
+}
+
+FileLock::FileLock(int fd, const std::string& path, bool wait, std::string_view what_for)
+    : fd_(fd) {
+  int r;
+  do {
+    r = ::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB));
+  } while (r != 0 && errno == EINTR);
+  if (r != 0) {
+    if (errno == EWOULDBLOCK) {
+      ENGRAM_THROW(Code::kIo, path << ": another process holds the write lock; " << what_for
+                                   << " not started (run again without --no-wait to wait for it)");
+    }
+    ThrowIo("lock", path, errno);
+  }
+}
+
+FileLock::~FileLock() { ::flock(fd_, LOCK_UN); }
+
+}  // namespace engram::base

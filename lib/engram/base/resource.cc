@@ -1,0 +1,49 @@
+// getrusage / procfs readers behind the closing resource line of long commands.
+#include "engram/base/resource.h"
+
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "engram/base/units.h"
+
+namespace engram::base {
+
+ResourceUsage CurrentResourceUsage() {
+  ResourceUsage u;
+  struct rusage ru {};
+  if (::getrusage(RUSAGE_SELF, &ru) == 0) {
+    u.cpu_user_s = static_cast<double>(ru.ru_utime.tv_sec) + ru.ru_utime.tv_usec / 1e6;
+    u.cpu_system_s = static_cast<double>(ru.ru_stime.tv_sec) + ru.ru_stime.tv_usec / 1e6;
+    u.peak_rss_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // Linux reports KiB
+  }
+  return u;
+}
+
+uint64_t CurrentRssBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) {
+      std::istringstream is(line.substr(6));
+      uint64_t kib = 0;
+      is >> kib;
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+std::string FormatResourceLine(double wall_seconds, const ResourceUsage& usage) {
+  double cpu = usage.cpu_user_s + usage.cpu_system_s;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "resources: wall %s, cpu %s (%.2f cores), peak RSS %s",
+                FormatSeconds(wall_seconds).c_str(), FormatSeconds(cpu).c_str(),
+                wall_seconds > 0 ? cpu / wall_seconds : 0.0,
+                FormatBytes(usage.peak_rss_bytes).c_str());
+  return buf;
+}
+
+}  // namespace engram::base

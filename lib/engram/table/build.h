@@ -1,0 +1,63 @@
+// `engramctl build`: a v3 table from a corpus (pre-tokenized ids or text) and initial or
+// imported row values. Owners are chosen per bucket from n-gram counts (schemas/table_format.md
+// §6).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engram/base/reporter.h"
+#include "engram/table/resolve.h"
+#include "engram/table/writer.h"
+
+namespace engram::table {
+
+// Document separator inside u32 token files (schemas/cli.md, "token files").
+inline constexpr uint32_t kDocSeparator = 0xFFFFFFFFu;
+
+struct BuildOptions {
+  std::string output;
+  LayoutRequest layout;
+  std::vector<std::string> token_files;   // flat LE u32 ids, kDocSeparator between documents
+  std::vector<std::string> corpus_files;  // UTF-8 text (needs a tokenizer)
+  bool doc_per_file = false;              // text: one document per file instead of per line
+  bool ids_are_canonical = false;         // token files hold canonical ids already
+  std::string init = "zeros";             // zeros | normal
+  uint64_t init_seed = 0;
+  double init_std = 0.02;
+  std::string values_path;    // safetensors file / index / directory
+  std::string values_tensor;  // rows: [total_rows, row_dim] (any shape with that numel)
+  std::string scales_tensor;  // fp8 tables: e8m0 scales [total_rows, row_dim / 32]
+  bool with_stats = true;
+  bool dry_run = false;
+  int threads = 0;               // 0 = all cores
+  uint64_t memory_bytes = 0;     // 0 = default budget
+  std::string temp_dir;          // "" = next to the output
+  std::string owners = "exact";  // exact | sketch
+  std::string command_line;      // recorded in PROVENANCE
+  uint32_t chunk_log2 = kDefaultChunkLog2;
+};
+
+struct BuildResult {
+  Layout layout;
+  SizePlan plan;
+  bool dry_run = false;
+  uint64_t tokens = 0, documents = 0, ngrams_distinct = 0, owned_rows = 0;
+  uint64_t ram_estimate = 0, temp_estimate = 0;
+  double seconds = 0;
+};
+
+// Throws kInvalidArgument/kConfig on bad options (before reading any input), kIo/kCorrupt on
+// input problems. On any failure the output path is untouched.
+BuildResult Build(const BuildOptions& opts, base::Reporter& reporter);
+
+// Human-readable dry-run summary.
+std::string DescribePlan(const BuildResult& r, const BuildOptions& opts);
+
+// Fills rows with N(0, std) values from a counter-based generator (reproducible per seed and
+// independent of thread count).
+void FillNormal(const Layout& layout, uint64_t seed, double std, uint8_t* rows, uint8_t* scales,
+                int threads);
+
+}  // namespace engram::table

@@ -1,0 +1,128 @@
+// Header serialisation (schemas/table_format.md §2), field by field in little-endian.
+#include "engram/table/format.h"
+
+#include <cstring>
+#include <string>
+
+#include "engram/base/endian.h"
+#include "engram/hash/checksum.h"
+
+namespace engram::table {
+
+using base::LoadLE;
+using base::StoreLE;
+
+std::string_view SectionName(uint32_t type) noexcept {
+  switch (static_cast<SectionType>(type)) {
+    case SectionType::kLayout:
+      return "LAYOUT";
+    case SectionType::kCanonMap:
+      return "CANON_MAP";
+    case SectionType::kRows:
+      return "ROWS";
+    case SectionType::kScales:
+      return "SCALES";
+    case SectionType::kTags:
+      return "TAGS";
+    case SectionType::kStats:
+      return "STATS";
+    case SectionType::kProvenance:
+      return "PROVENANCE";
+    case SectionType::kChunkSums:
+      return "CHUNK_SUMS";
+  }
+  return "unknown";
+}
+
+uint64_t ComputeHeaderChecksum(const uint8_t* header_bytes) {
+  uint8_t copy[kHeaderSize];
+  std::memcpy(copy, header_bytes, kHeaderSize);
+  std::memset(copy + off::kHeaderChecksum, 0, 8);
+  return hash::Checksum64(copy, kHeaderSize);
+}
+
+uint64_t EncodeHeader(const Header& h, uint8_t* o) {
+  std::memset(o, 0, kHeaderSize);
+  std::memcpy(o + off::kMagic, kMagic.data(), kMagic.size());
+  StoreLE<uint16_t>(o + off::kVersionMajor, h.version_major);
+  StoreLE<uint16_t>(o + off::kVersionMinor, h.version_minor);
+  StoreLE<uint32_t>(o + off::kHeaderSize, h.header_size);
+  StoreLE<uint64_t>(o + off::kFileSize, h.file_size);
+  StoreLE<uint64_t>(o + off::kRequiredFlags, h.required_flags);
+  StoreLE<uint64_t>(o + off::kOptionalFlags, h.optional_flags);
+  StoreLE<uint32_t>(o + off::kNSections, h.n_sections);
+  StoreLE<uint32_t>(o + off::kChunkLog2, h.chunk_log2);
+  StoreLE<uint64_t>(o + off::kCreatedUnix, h.created_unix);
+  StoreLE<uint32_t>(o + off::kAddressing, h.addressing);
+  StoreLE<uint32_t>(o + off::kMaxOrder, h.max_order);
+  StoreLE<uint32_t>(o + off::kNHeads, h.n_heads);
+  StoreLE<uint32_t>(o + off::kNLayers, h.n_layers);
+  StoreLE<uint64_t>(o + off::kSeed, h.seed);
+  StoreLE<uint32_t>(o + off::kLog2Buckets, h.log2_buckets);
+  StoreLE<uint32_t>(o + off::kPadId, h.pad_id);
+  StoreLE<uint32_t>(o + off::kCanonicalVocab, h.canonical_vocab);
+  StoreLE<uint32_t>(o + off::kTokenizerVocab, h.tokenizer_vocab);
+  StoreLE<uint32_t>(o + off::kRowDim, h.row_dim);
+  StoreLE<uint32_t>(o + off::kDType, h.dtype);
+  StoreLE<uint64_t>(o + off::kTotalRows, h.total_rows);
+  StoreLE<uint32_t>(o + off::kRowStride, h.row_stride);
+  StoreLE<uint32_t>(o + off::kScaleStride, h.scale_stride);
+  StoreLE<uint64_t>(o + off::kTokenizerFingerprint, h.tokenizer_fingerprint);
+  StoreLE<uint64_t>(o + off::kSumsChecksum, h.sums_checksum);
+  StoreLE<uint64_t>(o + off::kOwnerTagSeed, h.owner_tag_seed);
+  for (uint32_t i = 0; i < kMaxSections; ++i) {
+    uint8_t* e = o + off::kSectionTable + i * off::kSectionEntrySize;
+    const SectionEntry& s = h.sections[i];
+    StoreLE<uint32_t>(e + 0, s.type);
+    StoreLE<uint32_t>(e + 4, s.flags);
+    StoreLE<uint64_t>(e + 8, s.offset);
+    StoreLE<uint64_t>(e + 16, s.size);
+    StoreLE<uint64_t>(e + 24, s.first_chunk);
+  }
+  uint64_t sum = ComputeHeaderChecksum(o);
+  StoreLE<uint64_t>(o + off::kHeaderChecksum, sum);
+  return sum;
+}
+
+Header DecodeHeader(const uint8_t* in) {
+  Header h;
+  h.version_major = LoadLE<uint16_t>(in + off::kVersionMajor);
+  h.version_minor = LoadLE<uint16_t>(in + off::kVersionMinor);
+  h.header_size = LoadLE<uint32_t>(in + off::kHeaderSize);
+  h.file_size = LoadLE<uint64_t>(in + off::kFileSize);
+  h.required_flags = LoadLE<uint64_t>(in + off::kRequiredFlags);
+  h.optional_flags = LoadLE<uint64_t>(in + off::kOptionalFlags);
+  h.header_checksum = LoadLE<uint64_t>(in + off::kHeaderChecksum);
+  h.n_sections = LoadLE<uint32_t>(in + off::kNSections);
+  h.chunk_log2 = LoadLE<uint32_t>(in + off::kChunkLog2);
+  h.created_unix = LoadLE<uint64_t>(in + off::kCreatedUnix);
+  h.addressing = LoadLE<uint32_t>(in + off::kAddressing);
+  h.max_order = LoadLE<uint32_t>(in + off::kMaxOrder);
+  h.n_heads = LoadLE<uint32_t>(in + off::kNHeads);
+  h.n_layers = LoadLE<uint32_t>(in + off::kNLayers);
+  h.seed = LoadLE<uint64_t>(in + off::kSeed);
+  h.log2_buckets = LoadLE<uint32_t>(in + off::kLog2Buckets);
+  h.pad_id = LoadLE<uint32_t>(in + off::kPadId);
+  h.canonical_vocab = LoadLE<uint32_t>(in + off::kCanonicalVocab);
+  h.tokenizer_vocab = LoadLE<uint32_t>(in + off::kTokenizerVocab);
+  h.row_dim = LoadLE<uint32_t>(in + off::kRowDim);
+  h.dtype = LoadLE<uint32_t>(in + off::kDType);
+  h.total_rows = LoadLE<uint64_t>(in + off::kTotalRows);
+  h.row_stride = LoadLE<uint32_t>(in + off::kRowStride);
+  h.scale_stride = LoadLE<uint32_t>(in + off::kScaleStride);
+  h.tokenizer_fingerprint = LoadLE<uint64_t>(in + off::kTokenizerFingerprint);
+  h.sums_checksum = LoadLE<uint64_t>(in + off::kSumsChecksum);
+  h.owner_tag_seed = LoadLE<uint64_t>(in + off::kOwnerTagSeed);
+  for (uint32_t i = 0; i < kMaxSections; ++i) {
+    const uint8_t* e = in + off::kSectionTable + i * off::kSectionEntrySize;
+    SectionEntry& s = h.sections[i];
+    s.type = LoadLE<uint32_t>(e + 0);
+    s.flags = LoadLE<uint32_t>(e + 4);
+    s.offset = LoadLE<uint64_t>(e + 8);
+    s.size = LoadLE<uint64_t>(e + 16);
+    s.first_chunk = LoadLE<uint64_t>(e + 24);
+  }
+  return h;
+}
+
+}  // namespace engram::table

@@ -1,0 +1,141 @@
+// On-disk constants and field-by-field codecs of the v3 table file. Mirrors
+// schemas/table_format.md; change both together and bump kVersionMajor on any incompatible
+// change. Structs here are in-memory views decoded with LE helpers, never overlaid on the mmap.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace engram::table {
+
+// §2.1
+inline constexpr std::array<uint8_t, 8> kMagic = {0x89, 'E', 'N', 'G', 'R', 'A', 'M', '\n'};
+inline constexpr uint16_t kVersionMajor = 3;
+inline constexpr uint16_t kVersionMinor = 0;
+inline constexpr uint32_t kHeaderSize = 4096;
+inline constexpr uint32_t kSectionAlign = 64;   // required by readers
+inline constexpr uint32_t kWriterAlign = 4096;  // used by writers (page-aligned row data)
+inline constexpr uint32_t kMaxSections = 32;
+inline constexpr uint32_t kMinChunkLog2 = 12;
+inline constexpr uint32_t kMaxChunkLog2 = 30;
+inline constexpr uint32_t kDefaultChunkLog2 = 20;  // 1 MiB checksum chunks
+inline constexpr uint32_t kMaxRowDim = 65536;
+
+// Field offsets (§2.1).
+namespace off {
+inline constexpr size_t kMagic = 0;
+inline constexpr size_t kVersionMajor = 8;
+inline constexpr size_t kVersionMinor = 10;
+inline constexpr size_t kHeaderSize = 12;
+inline constexpr size_t kFileSize = 16;
+inline constexpr size_t kRequiredFlags = 24;
+inline constexpr size_t kOptionalFlags = 32;
+inline constexpr size_t kHeaderChecksum = 40;
+inline constexpr size_t kNSections = 48;
+inline constexpr size_t kChunkLog2 = 52;
+inline constexpr size_t kCreatedUnix = 56;
+inline constexpr size_t kAddressing = 64;
+inline constexpr size_t kMaxOrder = 68;
+inline constexpr size_t kNHeads = 72;
+inline constexpr size_t kNLayers = 76;
+inline constexpr size_t kSeed = 80;
+inline constexpr size_t kLog2Buckets = 88;
+inline constexpr size_t kPadId = 92;
+inline constexpr size_t kCanonicalVocab = 96;
+inline constexpr size_t kTokenizerVocab = 100;
+inline constexpr size_t kRowDim = 104;
+inline constexpr size_t kDType = 108;
+inline constexpr size_t kTotalRows = 112;
+inline constexpr size_t kRowStride = 120;
+inline constexpr size_t kScaleStride = 124;
+inline constexpr size_t kTokenizerFingerprint = 128;
+inline constexpr size_t kSumsChecksum = 136;
+inline constexpr size_t kOwnerTagSeed = 144;
+inline constexpr size_t kReservedA = 152;  // .. 256
+inline constexpr size_t kSectionTable = 256;
+inline constexpr size_t kSectionEntrySize = 32;
+inline constexpr size_t kReservedB = kSectionTable + kMaxSections * kSectionEntrySize;  // 1280
+}  // namespace off
+
+// Optional flag bits (§2.1). No required flags exist in v3.0.
+inline constexpr uint64_t kKnownRequiredFlags = 0;
+inline constexpr uint64_t kOptHasStats = 1ull << 0;
+inline constexpr uint64_t kOptSketchOwners = 1ull << 1;
+
+// §3
+enum class SectionType : uint32_t {
+  kLayout = 1,
+  kCanonMap = 2,
+  kRows = 3,
+  kScales = 4,
+  kTags = 5,
+  kStats = 6,
+  kProvenance = 7,
+  kChunkSums = 8,
+};
+inline constexpr uint32_t kSectionMetadata = 1u << 0;
+std::string_view SectionName(uint32_t type) noexcept;  // "LAYOUT", ..., "type 99"
+
+struct SectionEntry {
+  uint32_t type = 0;
+  uint32_t flags = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint64_t first_chunk = 0;
+};
+
+inline constexpr size_t kStatsRowSize = 16;  // §3.3
+
+// Decoded fixed header fields (§2.1).
+struct Header {
+  uint16_t version_major = kVersionMajor;
+  uint16_t version_minor = kVersionMinor;
+  uint32_t header_size = kHeaderSize;
+  uint64_t file_size = 0;
+  uint64_t required_flags = 0;
+  uint64_t optional_flags = 0;
+  uint64_t header_checksum = 0;
+  uint32_t n_sections = 0;
+  uint32_t chunk_log2 = kDefaultChunkLog2;
+  uint64_t created_unix = 0;
+  uint32_t addressing = 0;
+  uint32_t max_order = 0;
+  uint32_t n_heads = 0;
+  uint32_t n_layers = 0;
+  uint64_t seed = 0;
+  uint32_t log2_buckets = 0;
+  uint32_t pad_id = 0;
+  uint32_t canonical_vocab = 0;
+  uint32_t tokenizer_vocab = 0;
+  uint32_t row_dim = 0;
+  uint32_t dtype = 0;
+  uint64_t total_rows = 0;
+  uint32_t row_stride = 0;
+  uint32_t scale_stride = 0;
+  uint64_t tokenizer_fingerprint = 0;
+  uint64_t sums_checksum = 0;
+  uint64_t owner_tag_seed = 0;
+  std::array<SectionEntry, kMaxSections> sections{};
+};
+
+// Serialises h into exactly kHeaderSize bytes (reserved bytes zero) and sets the checksum
+// field from the serialised bytes. Returns the checksum.
+uint64_t EncodeHeader(const Header& h, uint8_t* out);
+// Decodes the fields without validating them (Reader::Open validates, in spec order).
+Header DecodeHeader(const uint8_t* in);
+// XXH3 of the 4096 header bytes with the checksum field taken as zero.
+uint64_t ComputeHeaderChecksum(const uint8_t* header_bytes);
+
+// §5.1 journal record header
+inline constexpr uint32_t kJournalMagic = 0x4E524A45;  // "EJRN"
+inline constexpr uint32_t kRecordEntry = 1;
+inline constexpr uint32_t kRecordCommit = 2;
+inline constexpr size_t kRecordHeaderSize = 32;
+inline constexpr uint32_t kMaxRecordPayload = 16u << 20;
+inline constexpr size_t kCommitPayloadSize = 32;
+inline constexpr size_t kEntryFixedSize = 32;  // before ids
+
+}  // namespace engram::table

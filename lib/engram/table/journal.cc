@@ -1,0 +1,229 @@
+// Journal record encoding and the committed-prefix scan (schemas/table_format.md §5).
+#include "engram/table/journal.h"
+
+#include <cstring>
+
+#include "engram/base/checked.h"
+#include "engram/base/endian.h"
+#include "engram/base/error.h"
+#include "engram/base/file.h"
+#include "engram/hash/checksum.h"
+
+namespace engram::table {
+
+using base::LoadLE;
+using base::StoreLE;
+
+namespace {
+
+// XXH3 seeded with the base's header checksum over the record header (checksum field taken as
+// zero) and the payload, which follow each other in `rec` (§5.1).
+uint64_t RecordChecksum(uint8_t* rec, size_t header_and_payload, uint64_t seed) {
+  uint8_t saved[8];
+  std::memcpy(saved, rec + 24, 8);
+  std::memset(rec + 24, 0, 8);
+  uint64_t sum = hash::Checksum64Seeded(rec, header_and_payload, seed);
+  std::memcpy(rec + 24, saved, 8);
+  return sum;
+}
+
+void AppendRecord(std::basic_string<uint8_t>* out, uint32_t type, uint64_t seq, uint64_t seed,
+                  const std::basic_string<uint8_t>& payload, uint64_t* checksum_out) {
+  size_t at = out->size();
+  size_t padded = base::AlignUp(payload.size(), 8);
+  out->resize(at + kRecordHeaderSize + padded, 0);
+  uint8_t* r = out->data() + at;
+  StoreLE<uint32_t>(r + 0, kJournalMagic);
+  StoreLE<uint32_t>(r + 4, type);
+  StoreLE<uint64_t>(r + 8, seq);
+  StoreLE<uint32_t>(r + 16, static_cast<uint32_t>(payload.size()));
+  StoreLE<uint32_t>(r + 20, 0);
+  std::memcpy(r + kRecordHeaderSize, payload.data(), payload.size());
+  uint64_t sum = RecordChecksum(r, kRecordHeaderSize + payload.size(), seed);
+  StoreLE<uint64_t>(r + 24, sum);
+  if (checksum_out) *checksum_out = sum;
+}
+
+uint64_t EntryPayloadSize(const Layout& l, uint32_t order) {
+  return kEntryFixedSize + base::AlignUp(uint64_t{order} * 4, 8) + l.row_stride() +
+         l.scale_stride();
+}
+
+}  // namespace
+
+void AppendEntryRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t seed,
+                       const JournalEntry& e, const Layout& l, uint64_t* checksum_out) {
+  base::ByteWriter w;
+  w.Put<uint32_t>(e.layer_index);
+  w.Put<uint32_t>(e.order);
+  w.Put<uint32_t>(e.head);
+  w.Put<uint32_t>(static_cast<uint32_t>(e.ids.size()));
+  w.Put<uint64_t>(e.bucket);
+  w.Put<uint32_t>(e.tag);
+  w.Put<uint32_t>(0);
+  for (uint32_t id : e.ids) w.Put<uint32_t>(id);
+  w.PadTo(8);
+  w.PutBytes(e.value.data(), e.value.size());
+  ENGRAM_DCHECK(w.size() == EntryPayloadSize(l, e.order));
+  (void)l;
+  AppendRecord(out, kRecordEntry, seq, seed, w.bytes(), checksum_out);
+}
+
+void AppendCommitRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t seed,
+                        uint64_t first_seq, uint64_t n_entries, uint64_t created_unix,
+                        uint64_t entries_digest) {
+  base::ByteWriter w;
+  w.Put<uint64_t>(first_seq);
+  w.Put<uint64_t>(n_entries);
+  w.Put<uint64_t>(created_unix);
+  w.Put<uint64_t>(entries_digest);
+  AppendRecord(out, kRecordCommit, seq, seed, w.bytes(), nullptr);
+}
+
+JournalState ReadJournal(int fd, const std::string& path, const Header& h, const Layout& l,
+                         uint64_t file_length) {
+  JournalState st;
+  st.start = h.file_size;
+  st.committed_end = h.file_size;
+  st.file_end = file_length;
+  const uint64_t seed = h.header_checksum;
+  std::vector<JournalEntry> pending;
+  std::vector<uint64_t> pending_sums;
+  uint64_t pos = h.file_size;
+  uint64_t seq = 0;
+  std::vector<uint8_t> buf;
+  auto stop = [&](std::string why) { st.tail_reason = std::move(why); };
+  while (pos < file_length) {
+    if (file_length - pos < kRecordHeaderSize) {
+      stop("a torn record header at offset " + std::to_string(pos));
+      break;
+    }
+    uint8_t rh[kRecordHeaderSize];
+    base::PreadFull(fd, rh, kRecordHeaderSize, pos, path);
+    uint32_t magic = LoadLE<uint32_t>(rh);
+    uint32_t type = LoadLE<uint32_t>(rh + 4);
+    uint64_t rseq = LoadLE<uint64_t>(rh + 8);
+    uint32_t psize = LoadLE<uint32_t>(rh + 16);
+    uint32_t reserved = LoadLE<uint32_t>(rh + 20);
+    if (magic != kJournalMagic || (type != kRecordEntry && type != kRecordCommit) ||
+        reserved != 0 || psize > kMaxRecordPayload) {
+      stop("no valid record at offset " + std::to_string(pos));
+      break;
+    }
+    if (rseq != seq) {
+      stop("record at offset " + std::to_string(pos) + " has seq " + std::to_string(rseq) +
+           ", expected " + std::to_string(seq));
+      break;
+    }
+    uint64_t padded = base::AlignUp(psize, 8);
+    if (file_length - pos - kRecordHeaderSize < padded) {
+      stop("a torn record at offset " + std::to_string(pos));
+      break;
+    }
+    buf.resize(kRecordHeaderSize + padded);
+    std::memcpy(buf.data(), rh, kRecordHeaderSize);
+    base::PreadFull(fd, buf.data() + kRecordHeaderSize, padded, pos + kRecordHeaderSize, path);
+    uint64_t sum = RecordChecksum(buf.data(), kRecordHeaderSize + psize, seed);
+    if (sum != LoadLE<uint64_t>(rh + 24)) {
+      stop("record at offset " + std::to_string(pos) + " fails its checksum");
+      break;
+    }
+    bool pad_ok = true;
+    for (uint64_t k = psize; k < padded; ++k) pad_ok = pad_ok && buf[kRecordHeaderSize + k] == 0;
+    if (!pad_ok) {
+      stop("record at offset " + std::to_string(pos) + " has non-zero padding");
+      break;
+    }
+    const uint8_t* p = buf.data() + kRecordHeaderSize;
+    if (type == kRecordEntry) {
+      JournalEntry e;
+      e.seq = rseq;
+      e.record_offset = pos;
+      bool ok = psize >= kEntryFixedSize;
+      if (ok) {
+        e.layer_index = LoadLE<uint32_t>(p);
+        e.order = LoadLE<uint32_t>(p + 4);
+        e.head = LoadLE<uint32_t>(p + 8);
+        uint32_t n_ids = LoadLE<uint32_t>(p + 12);
+        e.bucket = LoadLE<uint64_t>(p + 16);
+        e.tag = LoadLE<uint32_t>(p + 24);
+        ok = LoadLE<uint32_t>(p + 28) == 0 && e.layer_index < l.spec.n_layers() &&
+             e.order >= hash::kMinOrder && e.order <= l.spec.max_order && e.head < l.spec.n_heads &&
+             n_ids == e.order && e.tag != 0 && psize == EntryPayloadSize(l, e.order);
+        if (ok) {
+          size_t sub = l.spec.SubIndex(e.layer_index, e.order, e.head);
+          ok = e.bucket < l.spec.sizes[sub];
+          e.row = l.RowOf(sub, e.bucket);
+        }
+        if (ok) {
+          e.ids.resize(n_ids);
+          std::memcpy(e.ids.data(), p + kEntryFixedSize, n_ids * 4);
+          for (uint32_t id : e.ids) ok = ok && id < l.spec.canonical_vocab;
+          size_t vo = kEntryFixedSize + base::AlignUp(uint64_t{n_ids} * 4, 8);
+          e.value.assign(p + vo, p + vo + l.row_stride() + l.scale_stride());
+        }
+      }
+      if (!ok) {
+        stop("entry record at offset " + std::to_string(pos) + " does not fit this table's layout");
+        break;
+      }
+      pending.push_back(std::move(e));
+      pending_sums.push_back(sum);
+    } else {
+      bool ok = psize == kCommitPayloadSize;
+      uint64_t first_seq = 0, n_entries = 0, digest = 0;
+      if (ok) {
+        first_seq = LoadLE<uint64_t>(p);
+        n_entries = LoadLE<uint64_t>(p + 8);
+        digest = LoadLE<uint64_t>(p + 24);
+        ok = n_entries >= 1 && n_entries == pending.size() && first_seq == pending.front().seq &&
+             digest == hash::Checksum64(pending_sums.data(), pending_sums.size() * 8);
+      }
+      if (!ok) {
+        stop("commit record at offset " + std::to_string(pos) +
+             " does not match the entries before it");
+        break;
+      }
+      for (auto& e : pending) {
+        st.overlay[e.row] = static_cast<uint32_t>(st.committed.size());
+        st.committed.push_back(std::move(e));
+      }
+      pending.clear();
+      pending_sums.clear();
+      st.n_commits++;
+      st.committed_end = pos + kRecordHeaderSize + padded;
+      st.next_seq = seq + 1;
+    }
+    pos += kRecordHeaderSize + padded;
+    ++seq;
+  }
+  if (st.tail_reason.empty() && st.committed_end < file_length)
+    st.tail_reason = std::to_string(pending.size()) + " entry record(s) without a commit record";
+  return st;
+}
+
+std::vector<uint64_t> FindStrandedCommits(int fd, const std::string& path, const Header& h,
+                                          uint64_t from, uint64_t file_length) {
+  std::vector<uint64_t> found;
+  const uint64_t seed = h.header_checksum;
+  constexpr size_t kBlock = 1 << 20;
+  std::vector<uint8_t> block;
+  for (uint64_t base = base::AlignUp(from, 8); base < file_length; base += kBlock) {
+    size_t n = static_cast<size_t>(
+        std::min<uint64_t>(kBlock + kRecordHeaderSize + kCommitPayloadSize, file_length - base));
+    block.resize(n);
+    base::PreadFull(fd, block.data(), n, base, path);
+    for (size_t k = 0; k + kRecordHeaderSize + kCommitPayloadSize <= n && k < kBlock; k += 8) {
+      uint8_t* r = block.data() + k;
+      if (LoadLE<uint32_t>(r) != kJournalMagic || LoadLE<uint32_t>(r + 4) != kRecordCommit ||
+          LoadLE<uint32_t>(r + 16) != kCommitPayloadSize)
+        continue;
+      if (RecordChecksum(r, kRecordHeaderSize + kCommitPayloadSize, seed) ==
+          LoadLE<uint64_t>(r + 24))
+        found.push_back(base + k);
+    }
+  }
+  return found;
+}
+
+}  // namespace engram::table

@@ -1,0 +1,61 @@
+// The append journal after a table's base (schemas/table_format.md §5): record codecs, the
+// committed-prefix scan, and the overlay index that maps rows to their latest committed entry.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engram/table/format.h"
+#include "engram/table/layout.h"
+
+namespace engram::table {
+
+struct JournalEntry {
+  uint64_t seq = 0;
+  uint64_t record_offset = 0;  // absolute file offset of the record
+  uint32_t layer_index = 0;
+  uint32_t order = 0;
+  uint32_t head = 0;
+  uint64_t bucket = 0;
+  uint32_t tag = 0;
+  std::vector<uint32_t> ids;   // the n-gram's canonical ids, oldest first
+  std::vector<uint8_t> value;  // row_stride bytes then scale_stride bytes (storage dtype)
+  uint64_t row = 0;            // global row (derived)
+};
+
+struct JournalState {
+  std::vector<JournalEntry> committed;  // in journal order
+  uint64_t start = 0;                   // = header.file_size
+  uint64_t committed_end = 0;           // absolute offset just after the last valid commit
+  uint64_t file_end = 0;                // file length at scan time
+  uint64_t next_seq = 0;                // seq for the next record appended
+  uint64_t n_commits = 0;
+  uint64_t tail_bytes() const noexcept { return file_end - committed_end; }
+  std::string tail_reason;  // why the scan stopped before file_end (empty if it didn't)
+  // Row -> index into `committed` of the last entry writing it.
+  std::unordered_map<uint64_t, uint32_t> overlay;
+  bool empty() const noexcept { return committed.empty(); }
+};
+
+// Scans the journal of an open table file (fd, the validated header and layout). Never throws
+// for damaged records (they end the committed prefix); throws kIo on read errors.
+JournalState ReadJournal(int fd, const std::string& path, const Header& header,
+                         const Layout& layout, uint64_t file_length);
+
+// For verify: offsets of records after `from` that look like valid commit records (magic, type,
+// size and checksum agree) although the sequential scan stopped before them — committed data
+// that became unreachable because something before it is damaged.
+std::vector<uint64_t> FindStrandedCommits(int fd, const std::string& path, const Header& header,
+                                          uint64_t from, uint64_t file_length);
+
+// Record encoders (append). `seed` is the base's header checksum.
+void AppendEntryRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t seed,
+                       const JournalEntry& e, const Layout& layout, uint64_t* checksum_out);
+void AppendCommitRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t seed,
+                        uint64_t first_seq, uint64_t n_entries, uint64_t created_unix,
+                        uint64_t entries_digest);
+
+}  // namespace engram::table

@@ -1,0 +1,43 @@
+// Exact n-gram counting for one order in an open-addressing table of fixed-width keys
+// (n canonical ids + a 64-bit count per slot). Memory is accounted so callers can bound it.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace engram::table {
+
+class NgramCounter {
+ public:
+  explicit NgramCounter(uint32_t order, size_t initial_capacity = 1 << 16);
+
+  uint32_t order() const noexcept { return n_; }
+  size_t size() const noexcept { return size_; }
+  size_t capacity() const noexcept { return mask_ + 1; }
+  size_t memory_bytes() const noexcept { return slots_.size() * 4; }
+  // Bytes one distinct n-gram costs at the maximum load factor (for budgets and estimates).
+  static size_t BytesPerEntry(uint32_t order) noexcept { return (order + 2) * 4 * 10 / 7 + 1; }
+
+  // Adds `count` occurrences of the n-gram ids[0..n).
+  void Add(const uint32_t* ids, uint64_t count = 1);
+  // Slot access for iteration (possibly parallel): occupied slots have count > 0.
+  uint64_t CountAt(size_t slot) const noexcept {
+    uint64_t c;
+    std::memcpy(&c, &slots_[slot * stride_ + n_], 8);
+    return c;
+  }
+  const uint32_t* IdsAt(size_t slot) const noexcept { return &slots_[slot * stride_]; }
+  void Clear();
+
+ private:
+  void Grow();
+  size_t Probe(const uint32_t* ids) const noexcept;
+  uint32_t n_;
+  uint32_t stride_;  // words per slot
+  size_t mask_ = 0;
+  size_t size_ = 0;
+  std::vector<uint32_t> slots_;
+};
+
+}  // namespace engram::table

@@ -1,0 +1,48 @@
+// Streams a build's corpus as blocks of canonical ids with kDocSeparator between documents:
+// u32 token files read in fixed-size blocks, or UTF-8 text tokenized in parallel batches.
+// Nothing reads a whole input into memory (except a --doc-per-file document).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engram/base/reporter.h"
+#include "engram/table/layout.h"
+
+namespace engram::table {
+
+struct TokenStreamOptions {
+  std::vector<std::string> token_files;
+  std::vector<std::string> corpus_files;
+  std::string tokenizer_path;  // required for corpus_files
+  bool doc_per_file = false;
+  bool ids_are_canonical = false;  // token files already hold canonical ids
+  int threads = 0;
+  // Only blocks whose index i satisfies i % shard_count == shard_index are delivered
+  // (documents never span blocks: a block boundary is always a document boundary).
+  uint32_t shard_index = 0, shard_count = 1;
+};
+
+struct TokenStreamStats {
+  uint64_t tokens = 0;  // ids delivered (separators excluded)
+  uint64_t documents = 0;
+  uint64_t input_bytes = 0;  // total size of the inputs
+  uint64_t replaced_utf8 = 0;
+};
+
+// Total input size, for progress/ETA (0 when unknown).
+uint64_t InputBytes(const TokenStreamOptions& o);
+
+// Calls sink(block) for each block in input order. Blocks hold whole documents terminated by
+// kDocSeparator (a u32 file's final document is terminated too), except that one document longer
+// than a block is split across consecutive blocks with no separator between the pieces: callers
+// that need history must carry it (the counters do). Throws kCorrupt naming the file and offset
+// for ids outside the vocabulary.
+TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
+                              const std::function<void(std::span<const uint32_t>)>& sink,
+                              base::Reporter& reporter);
+
+}  // namespace engram::table

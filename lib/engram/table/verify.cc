@@ -1,0 +1,341 @@
+// Verify: header/section validation, parallel chunk checksums, layout, journal, config, memory.
+#include "engram/table/verify.h"
+
+#include <fcntl.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <sstream>
+
+#include "engram/base/endian.h"
+#include "engram/base/file.h"
+#include "engram/base/json.h"
+#include "engram/base/resource.h"
+#include "engram/base/units.h"
+#include "engram/hash/checksum.h"
+#include "engram/table/journal.h"
+#include "engram/table/reader.h"
+#include "engram/table/resolve.h"
+
+namespace engram::table {
+
+uint64_t HostMemoryNeeded(uint64_t table_bytes, double margin) {
+  return static_cast<uint64_t>(static_cast<double>(table_bytes) * margin) + (1ull << 30);
+}
+
+namespace {
+
+void Add(VerifyReport* r, uint64_t offset, uint64_t length, std::string field, Code code,
+         std::string msg) {
+  r->problems.push_back({offset, length, std::move(field), code, std::move(msg)});
+}
+
+// Chunk checksums of every section (metadata included), in parallel; one problem per bad chunk.
+void CheckChunks(const Header& h, const uint8_t* data, const std::string& path, int threads,
+                 VerifyReport* rep, base::Reporter& reporter) {
+  const SectionEntry* sums_e = nullptr;
+  for (uint32_t i = 0; i < h.n_sections; ++i)
+    if (h.sections[i].type == static_cast<uint32_t>(SectionType::kChunkSums))
+      sums_e = &h.sections[i];
+  if (!sums_e || sums_e->size % 8) {
+    Add(rep, 0, 0, "section CHUNK_SUMS", Code::kCorrupt,
+        "CHUNK_SUMS is missing or malformed; chunks cannot be checked");
+    return;
+  }
+  const uint8_t* sums = data + sums_e->offset;
+  if (hash::Checksum64(sums, sums_e->size) != h.sums_checksum)
+    Add(rep, sums_e->offset, sums_e->size, "section CHUNK_SUMS", Code::kCorrupt,
+        "the checksum table itself fails header.sums_checksum: it is damaged, so chunk results "
+        "below may be false alarms");
+  const uint64_t chunk = uint64_t{1} << h.chunk_log2;
+  const uint64_t n_sums = sums_e->size / 8;
+  struct Job {
+    uint32_t sec;
+    uint64_t begin, len, sum_index;
+  };
+  std::vector<Job> jobs;
+  for (uint32_t i = 0; i < h.n_sections; ++i) {
+    const SectionEntry& e = h.sections[i];
+    if (e.type == static_cast<uint32_t>(SectionType::kChunkSums)) continue;
+    uint64_t n = (e.size + chunk - 1) / chunk;
+    if (e.first_chunk > n_sums || n > n_sums - e.first_chunk) {
+      Add(rep, e.offset, e.size, std::string("section ") + std::string(SectionName(e.type)),
+          Code::kCorrupt, "its chunk range runs past CHUNK_SUMS");
+      continue;
+    }
+    for (uint64_t c = 0; c < n; ++c) {
+      uint64_t b = e.offset + c * chunk;
+      jobs.push_back({i, b, std::min(chunk, e.size - c * chunk), e.first_chunk + c});
+    }
+  }
+  if (threads <= 0) threads = omp_get_max_threads();
+  std::vector<uint8_t> bad(jobs.size(), 0);
+  std::atomic<uint64_t> done_bytes{0};
+  uint64_t total_bytes = 0;
+  for (const auto& j : jobs) total_bytes += j.len;
+  const int64_t n_jobs = static_cast<int64_t>(jobs.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t k = 0; k < n_jobs; ++k) {
+    const Job& j = jobs[k];
+    uint64_t got = hash::Checksum64(data + j.begin, j.len);
+    bad[k] = got != base::LoadLE<uint64_t>(sums + j.sum_index * 8);
+    uint64_t d = done_bytes.fetch_add(j.len, std::memory_order_relaxed) + j.len;
+    if (omp_get_thread_num() == 0) reporter.Progress("verify checksums", d, total_bytes, "bytes");
+  }
+  reporter.ProgressDone("verify checksums");
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const Job& j = jobs[k];
+    const SectionEntry& e = h.sections[j.sec];
+    if (bad[k]) {
+      uint64_t idx = (j.begin - e.offset) / chunk;
+      std::ostringstream f, m;
+      f << "section " << SectionName(e.type) << " chunk " << idx;
+      m << "bytes " << j.begin << ".." << j.begin + j.len << " of " << path
+        << " fail their checksum (section " << SectionName(e.type) << ", chunk " << idx << " of "
+        << (e.size + chunk - 1) / chunk << ")";
+      Add(rep, j.begin, j.len, f.str(), Code::kCorrupt, m.str());
+    }
+  }
+  rep->bytes_checksummed = total_bytes;
+  rep->chunks_checked = jobs.size();
+  // Alignment gaps between sections are not checksummed; they must be zero (§1), so any
+  // damaged byte anywhere in the base is reported.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (uint32_t i = 0; i < h.n_sections; ++i)
+    ranges.emplace_back(h.sections[i].offset, h.sections[i].size);
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t at = kHeaderSize;
+  auto check_gap = [&](uint64_t from, uint64_t to) {
+    for (uint64_t k = from; k < to; ++k)
+      if (data[k] != 0) {
+        Add(rep, k, to - k, "padding", Code::kCorrupt,
+            "byte " + std::to_string(k) + " in the alignment gap before offset " +
+                std::to_string(to) + " is not zero: the file is damaged there");
+        return;
+      }
+  };
+  for (const auto& [off, size] : ranges) {
+    if (off > at) check_gap(at, off);
+    at = std::max(at, off + size);
+  }
+  check_gap(at, h.file_size);
+}
+
+void CheckConfig(const Reader& r, const VerifyOptions& o, bool journal_has_entries,
+                 VerifyReport* rep) {
+  const config::Config& c = *o.config;
+  const Layout& l = r.layout();
+  for (const std::string& p : config::LayoutProblems(c)) Add(rep, 0, 0, "config", Code::kConfig, p);
+  const auto& e = c.engram;
+  auto mismatch = [&](const std::string& key, const std::string& cfg, const std::string& table,
+                      const std::string& fix) {
+    Add(rep, 0, 0, "config " + key, Code::kConfig,
+        c.Where(key) + " = " + cfg + " but the table has " + table + "; " + fix);
+  };
+  const std::string rebuild = "rebuild the table with this config or fix the config";
+  if (e.ngram_order != l.spec.max_order)
+    mismatch("engram.ngram_order", std::to_string(e.ngram_order),
+             "order " + std::to_string(l.spec.max_order), rebuild);
+  if (e.n_heads != l.spec.n_heads)
+    mismatch("engram.n_heads", std::to_string(e.n_heads), std::to_string(l.spec.n_heads) + " heads",
+             rebuild);
+  std::string mode(hash::AddressingName(l.spec.mode));
+  if (e.addressing != mode)
+    mismatch("engram.addressing", "\"" + e.addressing + "\"", mode + " addressing", rebuild);
+  if (l.spec.mode == hash::AddressingMode::kNative) {
+    uint64_t b = l.spec.sizes.empty() ? 0 : l.spec.sizes[0];
+    if (e.hash_buckets != b)
+      mismatch("engram.hash_buckets", std::to_string(e.hash_buckets),
+               std::to_string(b) + " buckets per sub-table", rebuild);
+  } else if (!l.spec.base_sizes.empty() && e.hash_buckets != l.spec.base_sizes[0]) {
+    mismatch("engram.hash_buckets", std::to_string(e.hash_buckets),
+             "prime sizes based at " + std::to_string(l.spec.base_sizes[0]), rebuild);
+  }
+  if (e.seed != l.spec.seed)
+    mismatch("engram.seed", std::to_string(e.seed), "seed " + std::to_string(l.spec.seed), rebuild);
+  if (e.layer_ids != l.spec.layer_ids) {
+    std::string t;
+    for (auto id : l.spec.layer_ids) t += (t.empty() ? "" : ", ") + std::to_string(id);
+    mismatch("engram.layer_ids", "(as listed)", "layers [" + t + "]", rebuild);
+  }
+  if (e.n_heads && e.embed_dim % e.n_heads == 0 && e.embed_dim / e.n_heads != l.row_dim)
+    mismatch("engram.embed_dim", std::to_string(e.embed_dim),
+             "rows of " + std::to_string(l.row_dim) +
+                 " values (embed_dim = row width x n_heads = " +
+                 std::to_string(l.row_dim * e.n_heads) + ")",
+             rebuild);
+  if (auto dt = base::ParseDType(e.lookup_dtype); dt && *dt != l.dtype)
+    mismatch("engram.lookup_dtype", "\"" + e.lookup_dtype + "\"",
+             std::string(base::DTypeName(l.dtype)) + " rows",
+             "convert the table or set lookup_dtype = \"" + std::string(base::DTypeName(l.dtype)) +
+                 "\"");
+  if (!o.tokenizer_path.empty()) {
+    uint64_t fp = CanonicalInfoFor(o.tokenizer_path).fingerprint;
+    if (fp != l.tokenizer_fingerprint)
+      Add(
+          rep, 0, 0, "config model.tokenizer", Code::kConfig,
+          o.tokenizer_path + " has fingerprint " +
+              [&] {
+                std::ostringstream os;
+                os << std::hex << fp;
+                return os.str();
+              }() +
+              " but the table was built " +
+              (l.tokenizer_fingerprint ? "with another tokenizer" : "without a tokenizer") +
+              "; lookups would address the wrong rows: rebuild the table with this tokenizer");
+  }
+  if (e.offload_to_host && !e.deterministic_addressing)
+    Add(rep, 0, 0, "config engram.offload_to_host", Code::kConfig,
+        c.Where("engram.offload_to_host") +
+            " = true needs engram.deterministic_addressing = true: rows are "
+            "prefetched from host memory before the layer runs, which needs addresses that depend "
+            "only on token ids");
+  if (e.deterministic_addressing && journal_has_entries)
+    Add(rep, 0, 0, "journal", Code::kConfig,
+        "deterministic addressing requires sorted bucket ids: the table has appended entries not "
+        "yet folded "
+        "into its base; run 'engramctl sort-buckets " +
+            r.path() + "'");
+  uint64_t bytes = r.file_length();
+  if (e.host_memory_limit_gb > 0) {
+    double limit = e.host_memory_limit_gb * 1e9;
+    if (static_cast<double>(bytes) > limit)
+      Add(rep, 0, 0, "config engram.host_memory_limit_gb", Code::kConfig,
+          "the table is " + base::FormatGB(static_cast<double>(bytes)) + ", larger than " +
+              c.Where("engram.host_memory_limit_gb") + " = " + base::FormatGB(limit) +
+              "; raise the limit or use a smaller table (the table is never loaded into device "
+              "memory instead)");
+  }
+}
+
+}  // namespace
+
+VerifyReport Verify(const std::string& path, const VerifyOptions& o, base::Reporter& reporter) {
+  base::Stopwatch sw;
+  VerifyReport rep;
+  rep.path = path;
+  base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
+  const uint64_t len = base::RegularFileSize(fd.get(), path);
+  Header h;
+  try {
+    h = ReadValidatedHeader(fd.get(), path, len);
+  } catch (const Error& e) {
+    if (e.code() != Code::kCorrupt) throw;
+    Add(&rep, 0, kHeaderSize, "header", Code::kCorrupt, e.what());
+    rep.seconds = sw.Seconds();
+    return rep;
+  }
+  base::MappedFile map =
+      base::MappedFile::FromFd(fd.get(), h.file_size, base::MappedFile::Mode::kReadOnly, path);
+  map.AdviseSequential(0, h.file_size);
+  CheckChunks(h, map.data(), path, o.threads, &rep, reporter);
+
+  std::unique_ptr<Reader> reader;
+  try {
+    reader = Reader::Open(path, OpenOptions{true, true});
+  } catch (const Error& e) {
+    if (e.code() != Code::kCorrupt) throw;
+    Add(&rep, 0, 0, "layout", Code::kCorrupt, e.what());
+  }
+  if (reader) {
+    const Layout& l = reader->layout();
+    // Stats plausibility: an owner's count never exceeds its bucket's total.
+    if (reader->has_stats()) {
+      uint64_t bad = 0, first = 0;
+      for (uint64_t row = 0; row < l.total_rows; ++row) {
+        StatsRow s = reader->Stats(row);
+        if (s.owner_count > s.total_count || (s.load == 0 && s.total_count != 0)) {
+          if (!bad++) first = row;
+        }
+      }
+      if (bad)
+        Add(&rep, reader->FindSection(SectionType::kStats)->offset + first * kStatsRowSize,
+            kStatsRowSize, "section STATS", Code::kCorrupt,
+            std::to_string(bad) + " rows have inconsistent statistics (first: row " +
+                std::to_string(first) + ")");
+    }
+    JournalState js = ReadJournal(fd.get(), path, h, l, len);
+    rep.journal_entries = js.committed.size();
+    if (!js.committed.empty())
+      rep.notes.push_back("journal: " + std::to_string(js.committed.size()) +
+                          " committed entries in " + std::to_string(js.n_commits) +
+                          " commits, not yet folded (engramctl sort-buckets folds them)");
+    if (js.tail_bytes() > 0) {
+      auto stranded = FindStrandedCommits(fd.get(), path, h, js.committed_end, len);
+      if (!stranded.empty()) {
+        Add(&rep, js.committed_end, len - js.committed_end, "journal", Code::kCorrupt,
+            "the journal is damaged at offset " + std::to_string(js.committed_end) + " (" +
+                js.tail_reason + "): " + std::to_string(stranded.size()) +
+                " committed batch(es) after it, from offset " + std::to_string(stranded.front()) +
+                ", are unreadable; restore the table from a copy");
+      } else {
+        rep.notes.push_back("journal: an uncommitted tail of " + std::to_string(js.tail_bytes()) +
+                            " bytes (" + js.tail_reason +
+                            ") is ignored and will be overwritten by the next append");
+      }
+    }
+    if (o.config) CheckConfig(*reader, o, !js.committed.empty(), &rep);
+    uint64_t need = HostMemoryNeeded(len, o.page_cache_margin);
+    uint64_t avail = base::AvailableMemoryBytes();
+    if (avail && need > avail) {
+      std::string msg =
+          "the table is " + base::FormatGB(static_cast<double>(len)) + " and needs about " +
+          base::FormatGB(static_cast<double>(need)) +
+          " of host memory with page-cache overhead, but only " +
+          base::FormatGB(static_cast<double>(avail)) +
+          " is available here; free memory or serve it from a larger host (it is never loaded into "
+          "device memory instead)";
+      if (o.config)
+        Add(&rep, 0, 0, "host memory", Code::kConfig, msg);
+      else
+        rep.notes.push_back(msg);
+    }
+  }
+  rep.seconds = sw.Seconds();
+  return rep;
+}
+
+std::string VerifyReport::ToJson() const {
+  std::string j = "{\"path\":" + base::JsonString(path) + ",\"ok\":" + (ok() ? "true" : "false") +
+                  ",\"bytes_checksummed\":" + std::to_string(bytes_checksummed) +
+                  ",\"chunks_checked\":" + std::to_string(chunks_checked) +
+                  ",\"journal_entries\":" + std::to_string(journal_entries) + ",\"seconds\":";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", seconds);
+  j += buf;
+  j += ",\"problems\":[";
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const Problem& p = problems[i];
+    j += (i ? "," : "") + std::string("{\"offset\":") + std::to_string(p.offset) +
+         ",\"length\":" + std::to_string(p.length) + ",\"field\":" + base::JsonString(p.field) +
+         ",\"code\":" + base::JsonString(CodeName(p.code)) +
+         ",\"message\":" + base::JsonString(p.message) + "}";
+  }
+  j += "],\"notes\":[";
+  for (size_t i = 0; i < notes.size(); ++i) j += (i ? "," : "") + base::JsonString(notes[i]);
+  j += "]}";
+  return j;
+}
+
+std::string VerifyReport::ToText() const {
+  std::ostringstream os;
+  for (const Problem& p : problems) os << "problem: " << p.field << ": " << p.message << "\n";
+  for (const std::string& n : notes) os << "note: " << n << "\n";
+  char rate[64];
+  std::snprintf(rate, sizeof rate, "%.2f GB/s",
+                seconds > 0 ? static_cast<double>(bytes_checksummed) / seconds / 1e9 : 0.0);
+  if (ok())
+    os << path << ": OK, safe to deploy (" << chunks_checked << " chunks, "
+       << base::FormatBytes(bytes_checksummed) << " checksummed in " << base::FormatSeconds(seconds)
+       << ", " << rate << ")\n";
+  else
+    os << path << ": " << problems.size() << " problem(s) found; do not deploy\n";
+  return os.str();
+}
+
+}  // namespace engram::table

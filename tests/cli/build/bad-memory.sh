@@ -1,0 +1,1 @@
+source $SRC/tests/cli/lib.sh; tiny_tokens t.u32; $E build --tokens t.u32 --vocab-size 16 --memory 4X -o t.engram

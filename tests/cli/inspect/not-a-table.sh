@@ -1,0 +1,1 @@
+echo "not a table at all" > x; $E inspect x

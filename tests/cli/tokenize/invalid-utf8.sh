@@ -1,0 +1,1 @@
+printf "ab\xffcd" | $E tokenize --tokenizer $ASSETS/deepseek_v3/tokenizer.json

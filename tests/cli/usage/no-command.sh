@@ -1,0 +1,1 @@
+source $SRC/tests/cli/lib.sh; $E

@@ -1,0 +1,1 @@
+$E build --bogus-flag

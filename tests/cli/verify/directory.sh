@@ -1,0 +1,1 @@
+mkdir d; $E verify d

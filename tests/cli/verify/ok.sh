@@ -1,0 +1,1 @@
+source $SRC/tests/cli/lib.sh; tiny_table t.engram; $E verify t.engram

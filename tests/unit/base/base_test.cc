@@ -1,0 +1,173 @@
+// Unit tests of engram_base: dtype conversions, JSON, sizes, files.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "engram/base/checked.h"
+#include "engram/base/dtype.h"
+#include "engram/base/error.h"
+#include "engram/base/file.h"
+#include "engram/base/json.h"
+#include "engram/base/units.h"
+
+using namespace engram;
+using namespace engram::base;
+
+TEST_CASE("bf16 rounds to nearest even and round-trips") {
+  CHECK(FloatToBF16(1.0f) == 0x3F80);
+  CHECK(BF16ToFloat(0x3F80) == 1.0f);
+  // 1 + 2^-8 is exactly between 1 and 1 + 2^-7: ties go to even (1.0).
+  CHECK(FloatToBF16(1.00390625f) == 0x3F80);
+  CHECK(FloatToBF16(1.01171875f) == 0x3F82);  // 1 + 3*2^-8 -> rounds up to even 1+2^-6
+  CHECK(std::isnan(BF16ToFloat(FloatToBF16(std::numeric_limits<float>::quiet_NaN()))));
+  for (uint32_t h = 0; h < 0x10000; h += 7) {
+    float f = BF16ToFloat(static_cast<uint16_t>(h));
+    if (!std::isnan(f)) CHECK(FloatToBF16(f) == h);
+  }
+}
+
+TEST_CASE("f16 conversions are exact on every representable value") {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    float f = F16ToFloat(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    REQUIRE(FloatToF16(f) == h);
+  }
+  CHECK(FloatToF16(65520.0f) == 0x7C00);  // rounds to infinity
+  CHECK(FloatToF16(65504.0f) == 0x7BFF);
+  CHECK(FloatToF16(5.9604645e-08f) == 0x0001);  // smallest subnormal
+  CHECK(FloatToF16(2.9802322e-08f) == 0x0000);  // half of it: ties to even (0)
+}
+
+TEST_CASE("fp8 e4m3fn: every code round-trips, saturation, e8m0 scales") {
+  for (int q = 0; q < 256; ++q) {
+    float f = E4M3ToFloat(static_cast<uint8_t>(q));
+    if (std::isnan(f)) continue;
+    if (q == 0x80) continue;  // -0 encodes back as -0 (0x80), checked below
+    REQUIRE(FloatToE4M3(f) == q);
+  }
+  CHECK(FloatToE4M3(-0.0f) == 0x80);
+  CHECK(E4M3ToFloat(0x7E) == 448.0f);
+  CHECK(FloatToE4M3(1000.0f) == 0x7E);
+  CHECK(FloatToE4M3(-1e9f) == 0xFE);
+  CHECK(E4M3ToFloat(0x01) == std::ldexp(1.0f, -9));
+  CHECK(E8M0ToFloat(127) == 1.0f);
+  CHECK(E8M0ToFloat(130) == 8.0f);
+  CHECK(std::isnan(E8M0ToFloat(255)));
+  std::vector<float> row(64);
+  for (int i = 0; i < 64; ++i) row[i] = (i - 30) * 0.37f;
+  row[40] = 1000.0f;  // forces a large scale in the second block
+  std::vector<uint8_t> q(64), s(2);
+  EncodeRow(DType::kF8E4M3, row, q.data(), s.data());
+  CHECK(s[1] == 127 + 2);  // 1000/448 = 2.23 -> scale 4 = 2^2
+  std::vector<float> back(64);
+  DecodeRow(DType::kF8E4M3, q.data(), s.data(), back);
+  for (int i = 0; i < 64; ++i)
+    CHECK(std::fabs(back[i] - row[i]) <= std::fabs(row[i]) * 0.0625f + 1e-6f * 64);
+}
+
+TEST_CASE("dtype names parse both ways") {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3})
+    CHECK(ParseDType(DTypeName(t)) == t);
+  CHECK(ParseDType("bfloat16") == DType::kBF16);
+  CHECK(ParseDType("float8_e4m3fn") == DType::kF8E4M3);
+  CHECK(!ParseDType("int8").has_value());
+}
+
+TEST_CASE("JSON parser: values, escapes, exact integers, errors with position") {
+  Json j = Json::Parse(
+      R"({"a": [1, -2, 3.5, true, null], "s": "x\u00e9\ud83d\ude00\n", "big": 18446744073709551615})",
+      "t");
+  REQUIRE(j.is_object());
+  CHECK(j.Find("a")->items().size() == 5);
+  CHECK(j.Find("a")->items()[1].as_int64() == -2);
+  CHECK(!j.Find("a")->items()[2].as_int64().has_value());
+  CHECK(j.Find("s")->as_string() == "x\xC3\xA9\xF0\x9F\x98\x80\n");
+  CHECK(j.Find("big")->as_uint64() == 18446744073709551615ull);
+  CHECK_THROWS_AS(Json::Parse("{\"a\": }", "t"), Error);
+  CHECK_THROWS_AS(Json::Parse("[1, 2", "t"), Error);
+  CHECK_THROWS_AS(Json::Parse("\"\\ud800\"", "t"), Error);  // unpaired surrogate
+  CHECK_THROWS_AS(Json::Parse("\"\xff\"", "t"), Error);     // invalid UTF-8
+  try {
+    Json::Parse("{\n  \"a\": x}", "file.json");
+    FAIL("no throw");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("file.json: line 2 col 8") != std::string::npos);
+    CHECK(e.code() == Code::kCorrupt);
+  }
+  std::string deep(1000, '[');
+  CHECK_THROWS_AS(Json::Parse(deep, "t"), Error);  // depth bound, no stack overflow
+  CHECK(JsonString("a\"b\\c\n\x01") == "\"a\\\"b\\\\c\\n\\u0001\"");
+}
+
+TEST_CASE("UTF-8 validation") {
+  CHECK(IsValidUtf8("héllo 🎉"));
+  CHECK(!IsValidUtf8("\xC0\x80"));          // overlong
+  CHECK(!IsValidUtf8("\xED\xA0\x80"));      // surrogate
+  CHECK(!IsValidUtf8("\xF4\x90\x80\x80"));  // above U+10FFFF
+  CHECK(!IsValidUtf8("\xE2\x82"));          // truncated
+}
+
+TEST_CASE("ParseSize understands GNU sort units and refuses junk") {
+  CHECK(ParseSize("4G", "--memory") == 4ull << 30);
+  CHECK(ParseSize("512M", "--memory") == 512ull << 20);
+  CHECK(ParseSize("64KiB", "--memory") == 64ull << 10);
+  CHECK(ParseSize("1.5K", "--memory") == 1536);
+  CHECK(ParseSize("1048576", "--buckets") == 1048576);
+  CHECK(ParseSize("1024", "--memory", 'K') == 1024ull * 1024);
+  CHECK(ParseSize("50%", "--memory") > 0);
+  CHECK_THROWS_AS(ParseSize("", "--memory"), Error);
+  CHECK_THROWS_AS(ParseSize("4X", "--memory"), Error);
+  CHECK_THROWS_AS(ParseSize("-1", "--memory"), Error);
+  CHECK_THROWS_AS(ParseSize("200%", "--memory"), Error);
+  CHECK_THROWS_AS(ParseSize("99999999999999999999", "--memory"), Error);
+  uint32_t i = 0, n = 0;
+  ParseShard("2/5", &i, &n);
+  CHECK((i == 2 && n == 5));
+  CHECK_THROWS_AS(ParseShard("5/5", &i, &n), Error);
+  CHECK_THROWS_AS(ParseShard("1-3", &i, &n), Error);
+}
+
+TEST_CASE("checked arithmetic") {
+  CHECK(!CheckedAdd(UINT64_MAX, 1).has_value());
+  CHECK(!CheckedMul(1ull << 40, 1ull << 40).has_value());
+  CHECK(RangeWithin(10, 5, 15));
+  CHECK(!RangeWithin(10, 6, 15));
+  CHECK(!RangeWithin(UINT64_MAX, 2, UINT64_MAX));
+  CHECK(NearestPowerOfTwo(2000000) == 2097152);
+  CHECK(NearestPowerOfTwo(1100000) == 1048576);
+}
+
+TEST_CASE("TempFile renames on Commit and cleans up otherwise") {
+  char dir[] = "/tmp/engram_base_test_XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  std::string path = std::string(dir) + "/f";
+  {
+    TempFile t(path);
+    PwriteFull(t.fd(), "abc", 3, 0, t.temp_path());
+    CHECK(PathExists(t.temp_path()));
+  }
+  CHECK(!PathExists(path));
+  {
+    TempFile t(path);
+    PwriteFull(t.fd(), "xyz", 3, 0, t.temp_path());
+    t.Commit();
+    CHECK(!PathExists(t.temp_path()));
+  }
+  CHECK(ReadFileToString(path, 100) == "xyz");
+  CHECK_THROWS_AS(ReadFileToString(path, 2), Error);
+  CHECK_THROWS_AS(ReadFileToString(std::string(dir) + "/missing", 100), Error);
+  try {
+    UniqueFd fd = OpenFile(dir, O_RDONLY);
+    RegularFileSize(fd.get(), dir);
+    FAIL("directory accepted");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("is a directory") != std::string::npos);
+  }
+  ::unlink(path.c_str());
+  ::rmdir(dir);
+}
