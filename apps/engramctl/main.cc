@@ -20,7 +20,9 @@ int main(int argc, char** argv) {
   AddInspectCommand(app);
   AddVerifyCommand(app);
   AddTokenizeCommand(app);
-  for (int i = 0; i < argc; ++i) CommandLine() += (i ? " " : "") + std::string(argv[i]);
+  // Recorded in table provenance; argv[0] as the program name keeps outputs reproducible.
+  CommandLine() = "engramctl";
+  for (int i = 1; i < argc; ++i) CommandLine() += " " + std::string(argv[i]);
 
   std::string verb = argc > 1 ? argv[1] : "";
   try {

@@ -4,6 +4,8 @@
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -20,6 +22,15 @@ ResourceUsage CurrentResourceUsage() {
     u.peak_rss_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // Linux reports KiB
   }
   return u;
+}
+
+uint64_t UnixNow() {
+  if (const char* e = std::getenv("SOURCE_DATE_EPOCH"); e && *e) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(e, &end, 10);
+    if (end && *end == '\0') return v;
+  }
+  return static_cast<uint64_t>(std::time(nullptr));
 }
 
 uint64_t CurrentRssBytes() {

@@ -26,6 +26,9 @@ struct ResourceUsage {
 };
 
 ResourceUsage CurrentResourceUsage();
+// Seconds since the epoch, or SOURCE_DATE_EPOCH when that is set (reproducible outputs).
+uint64_t UnixNow();
+
 // Current resident set size (VmRSS), 0 when unknown.
 uint64_t CurrentRssBytes();
 

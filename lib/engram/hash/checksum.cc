@@ -1,4 +1,6 @@
-// XXH3 wrappers; together with ngram_hash.cc the only includers of xxhash.h.
+// XXH3 wrappers; together with ngram_hash.cc and checksum_avx2.cc the only includers of xxhash.h.
+// Bulk checksums dispatch at run time to an AVX2 build of XXH3 when the CPU has it (about twice
+// the SSE2 speed); the results are identical by XXH3's definition.
 #include "engram/hash/checksum.h"
 
 #define XXH_INLINE_ALL
@@ -6,7 +8,30 @@
 
 namespace engram::hash {
 
-uint64_t Checksum64(const void* data, size_t n) noexcept { return XXH3_64bits(data, n); }
+namespace detail {
+#if defined(__x86_64__)
+uint64_t Checksum64Avx2(const void* data, size_t n) noexcept;
+#endif
+}  // namespace detail
+
+namespace {
+using Fn = uint64_t (*)(const void*, size_t) noexcept;
+uint64_t Checksum64Generic(const void* data, size_t n) noexcept { return XXH3_64bits(data, n); }
+Fn Pick() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) return detail::Checksum64Avx2;
+#endif
+  return Checksum64Generic;
+}
+const Fn kBulk = Pick();
+}  // namespace
+
+uint64_t Checksum64(const void* data, size_t n) noexcept {
+  // Short inputs do not amortise the indirect call and gain nothing from wider vectors.
+  if (n < 1024) return XXH3_64bits(data, n);
+  return kBulk(data, n);
+}
 
 uint64_t Checksum64Seeded(const void* data, size_t n, uint64_t seed) noexcept {
   return XXH3_64bits_withSeed(data, n, seed);

@@ -301,7 +301,7 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   else if (layout.dtype == base::DType::kF8E4M3)
     std::memset(writer.scales(), 127, layout.total_rows * layout.scale_stride());
 
-  uint64_t created = static_cast<uint64_t>(std::time(nullptr));
+  uint64_t created = base::UnixNow();
   writer.SetProvenance(Provenance(o, st, created));
   writer.Commit(reporter);
   res.seconds = sw.Seconds();

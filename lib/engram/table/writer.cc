@@ -13,6 +13,7 @@
 #include "engram/base/checked.h"
 #include "engram/base/endian.h"
 #include "engram/base/error.h"
+#include "engram/base/resource.h"
 #include "engram/hash/checksum.h"
 
 namespace engram::table {
@@ -155,8 +156,7 @@ void TableWriter::Commit(base::Reporter& reporter) {
   h.optional_flags =
       (opts_.with_stats ? kOptHasStats : 0) | (opts_.sketch_owners ? kOptSketchOwners : 0);
   h.chunk_log2 = opts_.chunk_log2;
-  h.created_unix =
-      opts_.created_unix ? opts_.created_unix : static_cast<uint64_t>(std::time(nullptr));
+  h.created_unix = opts_.created_unix ? opts_.created_unix : base::UnixNow();
   h.addressing = static_cast<uint32_t>(l.spec.mode);
   h.max_order = l.spec.max_order;
   h.n_heads = l.spec.n_heads;

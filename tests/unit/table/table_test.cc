@@ -201,13 +201,15 @@ TEST_CASE("verify catches every single-byte flip of the base and every truncatio
   const uint64_t base_size = Reader::Open(p)->header().file_size;
   REQUIRE(base_size == good.size());
   size_t missed = 0;
+  VerifyOptions one_thread;
+  one_thread.threads = 1;
   for (size_t off = 0; off < good.size(); ++off) {
     auto b = good;
     b[off] ^= static_cast<uint8_t>(1u << (off % 8));
     engram::testing::WriteAll(p, b);
     VerifyReport rep;
     try {
-      rep = Verify(p, {}, base::Silent());
+      rep = Verify(p, one_thread, base::Silent());
     } catch (const Error& e) {
       CHECK(e.code() == Code::kVersion);  // a flipped major version is reported as such (exit 4)
       continue;

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Regenerates tests/golden/v<N>/ for the current format version with engramctl itself. Golden
+# files of released versions are never regenerated: every later engramctl must still open them and
+# dump them exactly as recorded (tests/golden/check_golden.sh, ctest label "golden").
+#   ./scripts/make_golden.sh [ENGRAMCTL]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+E=$(realpath "${1:-$root/build/bin/engramctl}")
+out="$root/tests/golden/v3"
+mkdir -p "$out"
+cd "$out"
+export SOURCE_DATE_EPOCH=1767225600   # 2026-01-01, so headers and provenance are reproducible
+/usr/bin/python3 - <<'PY'
+import array, random
+r = random.Random(3)
+toks = []
+for d in range(30):
+    for i in range(r.randint(1, 80)):
+        toks.append(min(int(r.paretovariate(1.2)) - 1, 63))
+    toks.append(0xFFFFFFFF)
+open("corpus.u32", "wb").write(array.array("I", toks).tobytes())
+PY
+printf '%s\n' "the cat and the hat sat on the mat" "Hello world, the end" "a man and a plan and a canal" \
+  "the the the of of and" > corpus.txt
+$E -q build --tokens corpus.u32 --vocab-size 64 --layers 1,2 --order 3 --heads 2 --buckets 32 --row-dim 32 \
+  --init normal --seed 1 -o native_f32.engram
+$E -q build --tokens corpus.u32 --vocab-size 64 --addressing deepseek --layers 1,15 --order 3 --heads 2 \
+  --buckets 31 --row-dim 32 --dtype fp8-e4m3 --init normal --seed 2 -o deepseek_fp8.engram
+$E -q build --corpus corpus.txt --tokenizer ../../data/tiny_tokenizer.json --layers 3 --order 2 --heads 4 \
+  --buckets 16 --row-dim 16 --dtype bf16 --pad-id 285 --init normal --seed 3 -o canon_bf16.engram
+$E -q build --tokens corpus.u32 --vocab-size 64 --layers 0 --order 4 --heads 1 --buckets 8 --row-dim 8 \
+  --dtype f16 --no-stats --init normal --seed 4 -o nostats_f16.engram
+for t in *.engram; do
+  $E inspect "$t" --stats --json > "${t%.engram}.inspect.json"
+done
+echo "make_golden: wrote $(ls *.engram | wc -l) tables to $out" >&2
