@@ -13,7 +13,7 @@ pkgs=(
   libtorch-dev libopenblas0-pthread
   python3 python3-torch python3-numpy
   nodejs npm
-  xxhash vmtouch zstd
+  xxhash vmtouch zstd bc fortunes-zh
   clang libclang-rt-14-dev
 )
 

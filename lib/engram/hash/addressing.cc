@@ -2,6 +2,7 @@
 #include "engram/hash/addressing.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <set>
 
@@ -171,7 +172,27 @@ const uint32_t* NgramAt(const AddressSpec& spec, std::span<const uint32_t> ids, 
   return scratch;
 }
 
+namespace detail {
+#if defined(__x86_64__)
+bool DeepSeekAvx512Usable(const AddressSpec& s) noexcept;
+void ComputeBucketsDeepSeekAvx512(const AddressSpec& s, size_t layer_index,
+                                  std::span<const uint32_t> ids, uint64_t* out) noexcept;
+#endif
+}  // namespace detail
+
 namespace {
+
+bool CpuHasAvx512Dq() noexcept {
+#if defined(__x86_64__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  }();
+  return has && std::getenv("ENGRAM_NO_AVX512") == nullptr;
+#else
+  return false;
+#endif
+}
 
 inline uint64_t FloorMod(int64_t mix, uint64_t p) noexcept {
   int64_t r = mix % static_cast<int64_t>(p);
@@ -218,6 +239,12 @@ void ComputeBuckets(const AddressSpec& spec, size_t layer_index, std::span<const
     }
     return;
   }
+#if defined(__x86_64__)
+  if (CpuHasAvx512Dq() && detail::DeepSeekAvx512Usable(spec)) {
+    detail::ComputeBucketsDeepSeekAvx512(spec, layer_index, ids, out);
+    return;
+  }
+#endif
   const int64_t* mult = spec.multipliers.data() + layer_index * spec.max_order;
   const uint64_t* sizes = spec.sizes.data() + base;
   for (size_t t = 0; t < ids.size(); ++t) {
