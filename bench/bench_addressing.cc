@@ -20,17 +20,28 @@ int main(int argc, char** argv) {
   uint64_t base = 646400, out_tokens = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--ids") ids_path = v;
-    else if (k == "--mode") mode = v;
-    else if (k == "--layers") layers = v;
-    else if (k == "--max-order") order = std::stoul(v);
-    else if (k == "--heads") heads = std::stoul(v);
-    else if (k == "--vocab") vocab = std::stoul(v);
-    else if (k == "--pad") pad = std::stoul(v);
-    else if (k == "--base") base = std::stoull(v);
-    else if (k == "--log2-buckets") log2 = std::stoul(v);
-    else if (k == "--out") out_path = v;
-    else if (k == "--out-tokens") out_tokens = std::stoull(v);
+    if (k == "--ids")
+      ids_path = v;
+    else if (k == "--mode")
+      mode = v;
+    else if (k == "--layers")
+      layers = v;
+    else if (k == "--max-order")
+      order = std::stoul(v);
+    else if (k == "--heads")
+      heads = std::stoul(v);
+    else if (k == "--vocab")
+      vocab = std::stoul(v);
+    else if (k == "--pad")
+      pad = std::stoul(v);
+    else if (k == "--base")
+      base = std::stoull(v);
+    else if (k == "--log2-buckets")
+      log2 = std::stoul(v);
+    else if (k == "--out")
+      out_path = v;
+    else if (k == "--out-tokens")
+      out_tokens = std::stoull(v);
     else {
       std::fprintf(stderr, "bench_addressing: unknown flag %s\n", k.c_str());
       return 2;
@@ -66,9 +77,12 @@ int main(int argc, char** argv) {
       for (size_t b = 0; b < ids.size(); b += block) {
         size_t n = std::min(block, ids.size() - b);
         size_t ctx = std::min<size_t>(b, s.max_order - 1);
-        hash::ComputeBuckets(s, l, std::span<const uint32_t>(ids.data() + b - ctx, n + ctx), buf.data());
-        if (sum) sum->Update(buf.data() + ctx * per, n * per * 8);
-        else acc += buf[ctx * per + (b % per)] + buf[(ctx + n - 1) * per];
+        hash::ComputeBuckets(s, l, std::span<const uint32_t>(ids.data() + b - ctx, n + ctx),
+                             buf.data());
+        if (sum)
+          sum->Update(buf.data() + ctx * per, n * per * 8);
+        else
+          acc += buf[ctx * per + (b % per)] + buf[(ctx + n - 1) * per];
       }
     return acc;
   };

@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
     std::vector<uint32_t> all;
     auto t0 = std::chrono::steady_clock::now();
     for (const auto& l : lines) enc.EncodeAppend(l, &all);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     tokens = all.size();
     digest = hash::Checksum64(all.data(), all.size() * 4);
   }

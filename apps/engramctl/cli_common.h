@@ -11,10 +11,12 @@
 #include "engram/base/error.h"
 #include "engram/base/reporter.h"
 #include "engram/config/config.h"
+#include "engram/table/resolve.h"
 
 namespace CLI {
 class App;
-}
+class Option;
+}  // namespace CLI
 
 namespace engramctl {
 
@@ -67,10 +69,26 @@ void PrintStdout(const std::string& s);
 // argv joined for provenance.
 std::string& CommandLine();
 
+// Layout flags shared by commands that can describe a layout without a table.
+struct LayoutFlags {
+  std::string preset, addressing, layers, buckets, base_sizes, dtype, tokenizer;
+  uint64_t hash_seed = 0;
+  uint32_t order = 0, heads = 0, row_dim = 0, pad_id = 0, vocab = 0;
+  CLI::Option *o_addr = nullptr, *o_seed = nullptr, *o_layers = nullptr, *o_order = nullptr,
+              *o_heads = nullptr, *o_buckets = nullptr, *o_base = nullptr, *o_row_dim = nullptr,
+              *o_dtype = nullptr, *o_pad = nullptr, *o_vocab = nullptr;
+};
+void AddLayoutFlags(CLI::App* app, LayoutFlags* f);
+// Applies the flags that were given on top of what `r` already holds (config, preset).
+void ApplyLayoutFlags(const LayoutFlags& f, engram::table::LayoutRequest* r);
+// Comma-separated unsigned integers ("1,15").
+std::vector<uint64_t> ParseUintList(const std::string& s, const char* flag);
+
 // Subcommand registration (one per cmd_<verb>.cc).
 void AddBuildCommand(CLI::App& app);
 void AddInspectCommand(CLI::App& app);
 void AddVerifyCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
+void AddLookupCommand(CLI::App& app);
 
 }  // namespace engramctl

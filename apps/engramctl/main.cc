@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   AddInspectCommand(app);
   AddVerifyCommand(app);
   AddTokenizeCommand(app);
+  AddLookupCommand(app);
   // Recorded in table provenance; argv[0] as the program name keeps outputs reproducible.
   CommandLine() = "engramctl";
   for (int i = 1; i < argc; ++i) CommandLine() += " " + std::string(argv[i]);

@@ -17,7 +17,8 @@ using namespace engram;
 namespace {
 
 std::string B64Decode(const std::string& in) {
-  static const std::string chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static const std::string chars =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   int val = 0, bits = -8;
   for (char c : in) {
@@ -62,7 +63,8 @@ std::string Show(const std::vector<uint32_t>& v) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: tokenizer_parity TOKENIZER.json CORPUS.jsonl ORACLE.jsonl [CANON.json]\n");
+    std::fprintf(stderr,
+                 "usage: tokenizer_parity TOKENIZER.json CORPUS.jsonl ORACLE.jsonl [CANON.json]\n");
     return 2;
   }
   auto tok = tokenizer::Tokenizer::Load(argv[1]);
@@ -83,7 +85,8 @@ int main(int argc, char** argv) {
     std::vector<uint32_t> want = Ids(*o.Find("ids")), want_sp = Ids(*o.Find("ids_special"));
     std::vector<uint32_t> got = enc.Encode(bytes, false), got_sp = enc.Encode(bytes, true);
     std::string dec = tok->Decode(want, false), dec_skip = tok->Decode(want, true);
-    bool ok = got == want && got_sp == want_sp && dec == B64Decode(o.Find("decoded")->as_string()) &&
+    bool ok = got == want && got_sp == want_sp &&
+              dec == B64Decode(o.Find("decoded")->as_string()) &&
               dec_skip == B64Decode(o.Find("decoded_skip")->as_string());
     per_cat[cat].first++;
     if (!ok) {
@@ -91,15 +94,18 @@ int main(int argc, char** argv) {
       ++failures;
       if (shown++ < 15) {
         std::printf("MISMATCH #%zu [%s] text=%s\n  want %s\n  got  %s\n", i, cat.c_str(),
-                    base::JsonString(bytes.substr(0, 200)).c_str(), Show(want).c_str(), Show(got).c_str());
+                    base::JsonString(bytes.substr(0, 200)).c_str(), Show(want).c_str(),
+                    Show(got).c_str());
         if (dec != B64Decode(o.Find("decoded")->as_string()))
-          std::printf("  decoded differs: want %s got %s\n",
-                      base::JsonString(B64Decode(o.Find("decoded")->as_string()).substr(0, 200)).c_str(),
-                      base::JsonString(dec.substr(0, 200)).c_str());
+          std::printf(
+              "  decoded differs: want %s got %s\n",
+              base::JsonString(B64Decode(o.Find("decoded")->as_string()).substr(0, 200)).c_str(),
+              base::JsonString(dec.substr(0, 200)).c_str());
       }
     }
   }
-  for (const auto& [cat, v] : per_cat) std::printf("%-14s %5d strings, %d mismatches\n", cat.c_str(), v.first, v.second);
+  for (const auto& [cat, v] : per_cat)
+    std::printf("%-14s %5d strings, %d mismatches\n", cat.c_str(), v.first, v.second);
   std::printf("total          %5zu strings, %d mismatches\n", corpus.size(), failures);
   if (argc > 4) {
     base::Json m = base::Json::Parse(base::ReadFileToString(argv[4], 1ull << 30), "canon");
@@ -110,12 +116,14 @@ int main(int argc, char** argv) {
       bool same = id < want.size() && id < cm.map.size() && want[id] == cm.map[id];
       if (!same && diff++ < 10) {
         uint32_t one[1] = {static_cast<uint32_t>(id)};
-        std::printf("CANONICAL MISMATCH id %zu (%s): want %d got %d\n", id, base::JsonString(tok->Decode(one)).c_str(),
+        std::printf("CANONICAL MISMATCH id %zu (%s): want %d got %d\n", id,
+                    base::JsonString(tok->Decode(one)).c_str(),
                     id < want.size() ? static_cast<int>(want[id]) : -1,
                     id < cm.map.size() ? static_cast<int>(cm.map[id]) : -1);
       }
     }
-    std::printf("canonical map: %zu ids -> %u canonical ids, %zu mismatches\n", cm.map.size(), cm.canonical_vocab, diff);
+    std::printf("canonical map: %zu ids -> %u canonical ids, %zu mismatches\n", cm.map.size(),
+                cm.canonical_vocab, diff);
     if (diff) ++failures;
   }
   return failures ? 1 : 0;

@@ -3,9 +3,9 @@
 // of one (position, order) are computed at once: the quotient mix / p is estimated in double
 // precision and the remainder corrected exactly in 64-bit integers, so results equal `mix mod p`
 // bit for bit (tests compare against the scalar path and the numpy reference).
-#include "engram/hash/addressing.h"
-
 #include <algorithm>
+
+#include "engram/hash/addressing.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -20,8 +20,8 @@ bool DeepSeekAvx512Usable(const AddressSpec& s) noexcept {
   return true;
 }
 
-void ComputeBucketsDeepSeekAvx512(const AddressSpec& s, size_t layer_index, std::span<const uint32_t> ids,
-                                  uint64_t* out) noexcept {
+void ComputeBucketsDeepSeekAvx512(const AddressSpec& s, size_t layer_index,
+                                  std::span<const uint32_t> ids, uint64_t* out) noexcept {
   const uint32_t N = s.max_order, heads = s.n_heads;
   const size_t per_layer = s.per_layer();
   const size_t groups = heads / 8;
@@ -74,8 +74,10 @@ void ComputeBucketsDeepSeekAvx512(const AddressSpec& s, size_t layer_index, std:
   };
   const size_t T = ids.size();
   const size_t head_positions = std::min<size_t>(T, N - 1);
-  for (size_t t = 0; t < head_positions; ++t) one_position(NgramAt(s, ids, t, N, scratch), out + t * per_layer);
-  for (size_t t = head_positions; t < T; ++t) one_position(ids.data() + t + 1 - N, out + t * per_layer);
+  for (size_t t = 0; t < head_positions; ++t)
+    one_position(NgramAt(s, ids, t, N, scratch), out + t * per_layer);
+  for (size_t t = head_positions; t < T; ++t)
+    one_position(ids.data() + t + 1 - N, out + t * per_layer);
 }
 
 }  // namespace engram::hash::detail

@@ -1,0 +1,29 @@
+// TableView: open + journal scan + the deterministic-addressing rule (schemas/table_format.md §5.4).
+#include "engram/table/view.h"
+
+#include <fcntl.h>
+
+#include "engram/base/error.h"
+#include "engram/base/file.h"
+
+namespace engram::table {
+
+std::string DeterministicAddressingError(const std::string& path, size_t entries) {
+  return "deterministic addressing requires sorted bucket ids: " + path + " has " + std::to_string(entries) +
+         " appended entries not yet folded into its base, so rows depend on the journal, not only on token ids; "
+         "run 'engramctl sort-buckets " + path + "' (or set engram.deterministic_addressing = false to read "
+         "through the journal)";
+}
+
+std::unique_ptr<TableView> TableView::Open(const std::string& path, const ViewOptions& opts) {
+  auto v = std::unique_ptr<TableView>(new TableView());
+  v->reader_ = Reader::Open(path, opts.open);
+  base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
+  uint64_t len = base::RegularFileSize(fd.get(), path);
+  v->journal_ = ReadJournal(fd.get(), path, v->reader_->header(), v->reader_->layout(), len);
+  ENGRAM_CHECK(!opts.deterministic_addressing || v->journal_.committed.empty(), Code::kConfig,
+               DeterministicAddressingError(path, v->journal_.committed.size()));
+  return v;
+}
+
+}  // namespace engram::table
