@@ -90,5 +90,8 @@ void AddInspectCommand(CLI::App& app);
 void AddVerifyCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
 void AddLookupCommand(CLI::App& app);
+void AddAppendCommand(CLI::App& app);
+void AddSortBucketsCommand(CLI::App& app);
+void AddPrefetchCommand(CLI::App& app);
 
 }  // namespace engramctl

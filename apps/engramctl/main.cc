@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   AddVerifyCommand(app);
   AddTokenizeCommand(app);
   AddLookupCommand(app);
+  AddAppendCommand(app);
+  AddSortBucketsCommand(app);
+  AddPrefetchCommand(app);
   // Recorded in table provenance; argv[0] as the program name keeps outputs reproducible.
   CommandLine() = "engramctl";
   for (int i = 1; i < argc; ++i) CommandLine() += " " + std::string(argv[i]);

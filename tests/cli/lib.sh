@@ -16,3 +16,6 @@ import sys
 p,o=sys.argv[1],int(sys.argv[2])
 b=bytearray(open(p,'rb').read()); b[o]^=0x10; open(p,'wb').write(b)" "$1" "$2"
 }
+entry() {  # entry "[ids]" VALUE [extra json] : one JSONL entry with a 32-wide constant value
+  $PY -c "import json,sys; d={'canonical_ids': json.loads(sys.argv[1]), 'value': [float(sys.argv[2])]*32}; d.update(json.loads(sys.argv[3] if len(sys.argv)>3 else '{}')); print(json.dumps(d))" "$@"
+}

@@ -1,6 +1,7 @@
 // Error construction and the out-of-line throw helpers behind ENGRAM_CHECK.
 #include "engram/base/error.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,6 +38,17 @@ void Throw(Code code, const std::string& message, const char* file, int line) {
   std::string where = std::string(slash ? slash + 1 : file) + ":" + std::to_string(line);
   throw Error(code, message, std::move(where));
 }
+
+}  // namespace base::detail
+
+namespace base {
+void CrashPoint(const char* point) noexcept {
+  static const char* at = std::getenv("ENGRAM_CRASH_AT");
+  if (at && std::strcmp(at, point) == 0) std::raise(SIGKILL);
+}
+}  // namespace base
+
+namespace base::detail {
 
 void DcheckFail(const char* cond, const char* file, int line) {
   std::fprintf(stderr, "engram: internal check failed: %s at %s:%d\n", cond, file, line);

@@ -44,6 +44,12 @@ namespace base::detail {
 
 }  // namespace engram
 
+namespace engram::base {
+// Fault injection for crash tests: when the environment variable ENGRAM_CRASH_AT equals `point`,
+// the process kills itself with SIGKILL here (scripts/crash_test.sh). A no-op otherwise.
+void CrashPoint(const char* point) noexcept;
+}  // namespace engram::base
+
 // Throws engram::Error(code, message) when cond is false. msg is a stream expression:
 //   ENGRAM_CHECK(n > 0, Code::kInvalidArgument, "--threads = " << n << ", must be >= 1");
 #define ENGRAM_CHECK(cond, code, msg)                                                    \

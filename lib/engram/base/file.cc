@@ -222,6 +222,7 @@ TempFile::~TempFile() {
 void TempFile::Commit() {
   Fsync(fd_.get(), temp_path_);
   fd_.Close(temp_path_);
+  CrashPoint("before-rename");
   if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) ThrowIo("rename", final_path_, errno);
   committed_ = true;
   FsyncDir(DirName(final_path_));

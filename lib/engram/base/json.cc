@@ -40,6 +40,62 @@ Json Json::MakeString(std::string s) {
   return j;
 }
 
+Json Json::MakeNumber(int64_t v) {
+  Json j;
+  j.type_ = Type::kNumber;
+  j.str_ = std::to_string(v);
+  j.number_ = static_cast<double>(v);
+  return j;
+}
+
+Json Json::MakeArray(std::vector<Json> items) {
+  Json j;
+  j.type_ = Type::kArray;
+  j.items_ = std::move(items);
+  return j;
+}
+
+Json Json::MakeObject(std::vector<Member> members) {
+  Json j;
+  j.type_ = Type::kObject;
+  j.members_ = std::move(members);
+  return j;
+}
+
+void Json::Set(const std::string& key, Json value) {
+  for (auto& m : members_)
+    if (m.first == key) {
+      m.second = std::move(value);
+      return;
+    }
+  members_.emplace_back(key, std::move(value));
+}
+
+std::string Json::Dump() const {
+  switch (type_) {
+    case Type::kNull:
+      return "null";
+    case Type::kBool:
+      return bool_ ? "true" : "false";
+    case Type::kNumber:
+      return str_;
+    case Type::kString:
+      return JsonString(str_);
+    case Type::kArray: {
+      std::string s = "[";
+      for (size_t i = 0; i < items_.size(); ++i) s += (i ? "," : "") + items_[i].Dump();
+      return s + "]";
+    }
+    case Type::kObject: {
+      std::string s = "{";
+      for (size_t i = 0; i < members_.size(); ++i)
+        s += (i ? "," : "") + JsonString(members_[i].first) + ":" + members_[i].second.Dump();
+      return s + "}";
+    }
+  }
+  return "null";
+}
+
 class JsonParser {
  public:
   JsonParser(std::string_view text, std::string_view what, int max_depth)

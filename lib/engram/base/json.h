@@ -45,6 +45,13 @@ class Json {
 
   // Builders (used by tests and writers of small metadata).
   static Json MakeString(std::string s);
+  static Json MakeNumber(int64_t v);
+  static Json MakeArray(std::vector<Json> items);
+  static Json MakeObject(std::vector<Member> members);
+  // Replaces (or appends) an object member.
+  void Set(const std::string& key, Json value);
+  // Compact JSON text (numbers keep their source text).
+  std::string Dump() const;
 
  private:
   friend class JsonParser;

@@ -40,15 +40,17 @@ LookupResult Lookup(const LookupOptions& o) {
     tok = tokenizer::Tokenizer::Load(o.layout.tokenizer_path);
     if (view && l.tokenizer_fingerprint != 0 && tok->Fingerprint() != l.tokenizer_fingerprint)
       ENGRAM_THROW(Code::kInvalidArgument,
-                   o.layout.tokenizer_path << " (fingerprint " << Hex(tok->Fingerprint())
-                                           << ") is not the tokenizer " << o.table_path << " was built with (fingerprint "
-                                           << Hex(l.tokenizer_fingerprint)
-                                           << "); its ids would address the wrong rows: use the table's tokenizer");
+                   o.layout.tokenizer_path
+                       << " (fingerprint " << Hex(tok->Fingerprint()) << ") is not the tokenizer "
+                       << o.table_path << " was built with (fingerprint "
+                       << Hex(l.tokenizer_fingerprint)
+                       << "); its ids would address the wrong rows: use the table's tokenizer");
   }
   std::vector<uint32_t> canon;
   if (o.input == 0) {
     ENGRAM_CHECK(tok != nullptr, Code::kInvalidArgument,
-                 "text input needs a tokenizer: give --tokenizer tokenizer.json (or --ids / --canonical-ids)");
+                 "text input needs a tokenizer: give --tokenizer tokenizer.json (or --ids / "
+                 "--canonical-ids)");
     std::vector<uint32_t> ids = tok->Encode(o.text);
     for (size_t i = 0; i < ids.size(); ++i) {
       LookupPosition p;
@@ -56,7 +58,8 @@ LookupResult Lookup(const LookupOptions& o) {
       p.token_id = ids[i];
       p.token = tok->IdToToken(ids[i]);
       ENGRAM_CHECK(l.Canonical(ids[i], &p.canonical), Code::kInvalidArgument,
-                   "token id " << ids[i] << " is outside the table's vocabulary of " << l.canon_map.size()
+                   "token id " << ids[i] << " is outside the table's vocabulary of "
+                               << l.canon_map.size()
                                << " ids: the table was built with another tokenizer");
       res.positions.push_back(std::move(p));
     }
@@ -67,9 +70,10 @@ LookupResult Lookup(const LookupOptions& o) {
       p.token_id = o.ids[i];
       if (tok) p.token = tok->IdToToken(o.ids[i]);
       ENGRAM_CHECK(l.Canonical(o.ids[i], &p.canonical), Code::kInvalidArgument,
-                   "--ids: token id " << o.ids[i] << " is outside the vocabulary ("
-                                      << (l.canon_map.empty() ? l.spec.canonical_vocab : l.canon_map.size())
-                                      << " ids)");
+                   "--ids: token id "
+                       << o.ids[i] << " is outside the vocabulary ("
+                       << (l.canon_map.empty() ? l.spec.canonical_vocab : l.canon_map.size())
+                       << " ids)");
       res.positions.push_back(std::move(p));
     }
   } else {
@@ -103,6 +107,10 @@ LookupResult Lookup(const LookupOptions& o) {
           c.owner_tag = view->Tag(c.row);
           c.from_journal = view->Overlay(c.row) != nullptr;
           c.hit = c.owner_tag == tag ? 1 : 0;
+          if (o.values) {
+            c.values.resize(l.row_dim);
+            view->DecodeRowTo(c.row, c.values);
+          }
           if (full) {
             res.lookups++;
             res.hits += c.hit;
@@ -112,17 +120,21 @@ LookupResult Lookup(const LookupOptions& o) {
   }
   if (T < l.spec.max_order) {
     res.bypass = true;
-    res.notes.push_back("engram bypass: the input has " + std::to_string(T) + " token(s), fewer than the n-gram order " +
-                        std::to_string(l.spec.max_order) + "; orders above " + std::to_string(T) +
-                        " have no full n-gram and are not counted (normal, not an error)" +
-                        (T < 2 ? "; engram_hit_rate is 0 because no position has a full n-gram" : ""));
+    res.notes.push_back(
+        "engram bypass: the input has " + std::to_string(T) +
+        " token(s), fewer than the n-gram order " + std::to_string(l.spec.max_order) +
+        "; orders above " + std::to_string(T) +
+        " have no full n-gram and are not counted (normal, not an error)" +
+        (T < 2 ? "; engram_hit_rate is 0 because no position has a full n-gram" : ""));
   }
   if (view && res.lookups >= 8 && res.hit_rate() < 0.3)
     res.notes.push_back("engram_hit_rate " + std::to_string(res.hit_rate()).substr(0, 5) +
-                        " is below 0.3: the input is far from the build corpus, or the table was built with another "
+                        " is below 0.3: the input is far from the build corpus, or the table was "
+                        "built with another "
                         "tokenizer or n-gram order than this input uses (table: orders 2.." +
                         std::to_string(l.spec.max_order) + ", " +
-                        (l.tokenizer_fingerprint ? "tokenizer " + Hex(l.tokenizer_fingerprint) : std::string("no tokenizer")) +
+                        (l.tokenizer_fingerprint ? "tokenizer " + Hex(l.tokenizer_fingerprint)
+                                                 : std::string("no tokenizer")) +
                         ")");
   return res;
 }
@@ -130,8 +142,9 @@ LookupResult Lookup(const LookupOptions& o) {
 std::string LookupResult::ToText() const {
   std::ostringstream os;
   const auto& s = layout.spec;
-  os << "addressing: " << hash::AddressingName(s.mode) << ", seed " << s.seed << ", orders 2.." << s.max_order << ", "
-     << s.n_heads << " heads, canonical vocabulary " << s.canonical_vocab << ", pad " << s.pad_id << "\n";
+  os << "addressing: " << hash::AddressingName(s.mode) << ", seed " << s.seed << ", orders 2.."
+     << s.max_order << ", " << s.n_heads << " heads, canonical vocabulary " << s.canonical_vocab
+     << ", pad " << s.pad_id << "\n";
   for (size_t li = 0; li < s.n_layers(); ++li) {
     os << "layer " << s.layer_ids[li] << ":";
     if (s.mode == hash::AddressingMode::kDeepSeek) {
@@ -168,11 +181,15 @@ std::string LookupResult::ToText() const {
   for (const auto& n : notes) os << n << "\n";
   if (with_table) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "engram_hit_rate: %.4f (%llu hits / %llu lookups)\nengram lookup miss: %llu\n",
-                  hit_rate(), static_cast<unsigned long long>(hits), static_cast<unsigned long long>(lookups),
+    std::snprintf(buf, sizeof buf,
+                  "engram_hit_rate: %.4f (%llu hits / %llu lookups)\nengram lookup miss: %llu\n",
+                  hit_rate(), static_cast<unsigned long long>(hits),
+                  static_cast<unsigned long long>(lookups),
                   static_cast<unsigned long long>(lookups - hits));
     os << buf;
-    if (journal_entries) os << "journal: " << journal_entries << " appended entries overlay the base (last writer wins)\n";
+    if (journal_entries)
+      os << "journal: " << journal_entries
+         << " appended entries overlay the base (last writer wins)\n";
   }
   return os.str();
 }
@@ -186,15 +203,16 @@ std::string LookupResult::ToJson() const {
     return r + "]";
   };
   os << "{\"addressing\":{\"mode\":\"" << hash::AddressingName(s.mode) << "\",\"seed\":" << s.seed
-     << ",\"layer_ids\":" << arr(s.layer_ids) << ",\"max_order\":" << s.max_order << ",\"n_heads\":" << s.n_heads
-     << ",\"canonical_vocab\":" << s.canonical_vocab << ",\"pad_id\":" << s.pad_id
-     << ",\"multipliers\":" << arr(s.multipliers) << ",\"sizes\":" << arr(s.sizes) << ",\"seeds\":" << arr(s.seeds)
-     << "},\"positions\":[";
+     << ",\"layer_ids\":" << arr(s.layer_ids) << ",\"max_order\":" << s.max_order
+     << ",\"n_heads\":" << s.n_heads << ",\"canonical_vocab\":" << s.canonical_vocab
+     << ",\"pad_id\":" << s.pad_id << ",\"multipliers\":" << arr(s.multipliers)
+     << ",\"sizes\":" << arr(s.sizes) << ",\"seeds\":" << arr(s.seeds) << "},\"positions\":[";
   const size_t per = s.per_layer();
   for (size_t i = 0; i < positions.size(); ++i) {
     const auto& p = positions[i];
     os << (i ? "," : "") << "{\"pos\":" << p.pos;
-    if (p.token_id >= 0) os << ",\"id\":" << p.token_id << ",\"token\":" << base::JsonString(p.token);
+    if (p.token_id >= 0)
+      os << ",\"id\":" << p.token_id << ",\"token\":" << base::JsonString(p.token);
     os << ",\"canonical\":" << p.canonical << ",\"layers\":[";
     for (size_t li = 0; li < s.n_layers(); ++li) {
       os << (li ? "," : "") << "{\"layer\":" << s.layer_ids[li] << ",\"orders\":[";
@@ -207,9 +225,24 @@ std::string LookupResult::ToJson() const {
           hits += (h ? "," : "") + std::string(c.hit < 0 ? "null" : c.hit ? "true" : "false");
           owners += (h ? "," : "") + std::to_string(c.owner_tag);
         }
-        os << (n > hash::kMinOrder ? "," : "") << "{\"order\":" << n << ",\"full\":" << (p.pos + 1 >= n ? "true" : "false")
-           << ",\"buckets\":" << arr(b);
+        os << (n > hash::kMinOrder ? "," : "") << "{\"order\":" << n
+           << ",\"full\":" << (p.pos + 1 >= n ? "true" : "false") << ",\"buckets\":" << arr(b);
         if (with_table) os << ",\"hit\":" << hits << "],\"owner_tags\":" << owners << "]";
+        if (!p.cells.empty() &&
+            !p.cells[li * per + (n - hash::kMinOrder) * s.n_heads].values.empty()) {
+          os << ",\"values\":[";
+          for (uint32_t h = 0; h < s.n_heads; ++h) {
+            const auto& v = p.cells[li * per + (n - hash::kMinOrder) * s.n_heads + h].values;
+            os << (h ? "," : "") << "[";
+            for (size_t k = 0; k < v.size(); ++k) {
+              char b[32];
+              std::snprintf(b, sizeof b, "%.9g", static_cast<double>(v[k]));
+              os << (k ? "," : "") << b;
+            }
+            os << "]";
+          }
+          os << "]";
+        }
         os << "}";
       }
       os << "]}";

@@ -13,28 +13,30 @@
 namespace engram::table {
 
 struct LookupOptions {
-  std::string table_path;       // "" = addressing only, from `layout`
-  LayoutRequest layout;         // used when there is no table
+  std::string table_path;  // "" = addressing only, from `layout`
+  LayoutRequest layout;    // used when there is no table
   bool deterministic_addressing = false;
   // Exactly one input:
-  std::string text;             // needs a tokenizer (layout.tokenizer_path)
-  std::vector<uint32_t> ids;    // tokenizer ids
+  std::string text;           // needs a tokenizer (layout.tokenizer_path)
+  std::vector<uint32_t> ids;  // tokenizer ids
   std::vector<uint32_t> canonical_ids;
-  int input = 0;                // 0 text, 1 ids, 2 canonical ids
+  int input = 0;        // 0 text, 1 ids, 2 canonical ids
+  bool values = false;  // with a table: decode every looked-up row (JSON "values")
 };
 
 struct LookupCell {
   uint64_t bucket = 0;
   uint64_t row = 0;
-  int8_t hit = -1;              // -1 no table, 0 miss, 1 hit
-  uint32_t owner_tag = 0;       // the row's owner (0 = none)
+  int8_t hit = -1;         // -1 no table, 0 miss, 1 hit
+  uint32_t owner_tag = 0;  // the row's owner (0 = none)
   bool from_journal = false;
+  std::vector<float> values;  // the row, decoded (only with LookupOptions::values)
 };
 
 struct LookupPosition {
   uint32_t pos = 0;
-  std::string token;            // vocabulary string ("" for canonical input)
-  int64_t token_id = -1;        // -1 for canonical input
+  std::string token;      // vocabulary string ("" for canonical input)
+  int64_t token_id = -1;  // -1 for canonical input
   uint32_t canonical = 0;
   std::vector<LookupCell> cells;  // [layer][order-2][head]
 };
@@ -47,7 +49,9 @@ struct LookupResult {
   uint64_t journal_entries = 0;
   std::vector<std::string> notes;  // bypass and low-hit-rate explanations
   bool bypass = false;
-  double hit_rate() const noexcept { return lookups ? static_cast<double>(hits) / static_cast<double>(lookups) : 0; }
+  double hit_rate() const noexcept {
+    return lookups ? static_cast<double>(hits) / static_cast<double>(lookups) : 0;
+  }
   std::string ToText() const;
   std::string ToJson() const;
 };

@@ -1,4 +1,5 @@
-// TableView: open + journal scan + the deterministic-addressing rule (schemas/table_format.md §5.4).
+// TableView: open + journal scan + the deterministic-addressing rule (schemas/table_format.md
+// §5.4).
 #include "engram/table/view.h"
 
 #include <fcntl.h>
@@ -9,9 +10,13 @@
 namespace engram::table {
 
 std::string DeterministicAddressingError(const std::string& path, size_t entries) {
-  return "deterministic addressing requires sorted bucket ids: " + path + " has " + std::to_string(entries) +
-         " appended entries not yet folded into its base, so rows depend on the journal, not only on token ids; "
-         "run 'engramctl sort-buckets " + path + "' (or set engram.deterministic_addressing = false to read "
+  return "deterministic addressing requires sorted bucket ids: " + path + " has " +
+         std::to_string(entries) +
+         " appended entries not yet folded into its base, so rows depend on the journal, not only "
+         "on token ids; "
+         "run 'engramctl sort-buckets " +
+         path +
+         "' (or set engram.deterministic_addressing = false to read "
          "through the journal)";
 }
 

@@ -1,0 +1,485 @@
+// Append: parse and validate entries, then lock, truncate any uncommitted tail, write entry
+// records and one commit record, fsync.
+#include "engram/table/append.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+#include "engram/base/dtype.h"
+#include "engram/base/error.h"
+#include "engram/base/file.h"
+#include "engram/base/json.h"
+#include "engram/base/resource.h"
+#include "engram/hash/checksum.h"
+#include "engram/hash/ngram_hash.h"
+#include "engram/table/reader.h"
+#include "engram/table/safetensors.h"
+#include "engram/table/view.h"
+#include "engram/table/writer_lock.h"
+#include "engram/tokenizer/tokenizer.h"
+
+namespace engram::table {
+
+namespace {
+
+constexpr size_t kMaxListedProblems = 25;
+
+struct Entry {
+  size_t line = 0;
+  std::vector<uint32_t> canon;    // the n-gram, oldest first
+  std::vector<float> value;       // row_dim values
+  int64_t layer_id = -1;          // -1 = every Engram layer
+  int64_t head = -1;              // -1 = every head
+};
+
+class Problems {
+ public:
+  explicit Problems(std::string file) : file_(std::move(file)) {}
+  void Add(size_t line, const std::string& what) { problems_.emplace_back(line, what); }
+  void ThrowIfAny() {
+    if (problems_.empty()) return;
+    std::stable_sort(problems_.begin(), problems_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    size_t entries = 0;
+    for (size_t i = 0; i < problems_.size(); ++i) entries += i == 0 || problems_[i].first != problems_[i - 1].first;
+    std::ostringstream os;
+    os << entries << " bad entr" << (entries == 1 ? "y" : "ies") << " in " << file_ << "; nothing was written:";
+    for (size_t i = 0; i < problems_.size() && i < kMaxListedProblems; ++i)
+      os << "\n" << file_ << ":" << problems_[i].first << ": " << problems_[i].second;
+    if (problems_.size() > kMaxListedProblems) os << "\n... and " << problems_.size() - kMaxListedProblems << " more";
+    ENGRAM_THROW(Code::kInvalidArgument, os.str());
+  }
+
+ private:
+  std::string file_;
+  std::vector<std::pair<size_t, std::string>> problems_;
+};
+
+// Reads values of a float tensor row as f32.
+bool TensorRow(const SafetensorsFile& f, const TensorInfo& t, uint64_t row, uint32_t width, std::vector<float>* out) {
+  if (t.shape.size() != 2 || t.shape[1] != width || row >= t.shape[0]) return false;
+  auto d = f.Data(t);
+  out->resize(width);
+  for (uint32_t i = 0; i < width; ++i) {
+    uint64_t k = row * width + i;
+    switch (t.dtype) {
+      case StDType::kF32: std::memcpy(&(*out)[i], d.data() + k * 4, 4); break;
+      case StDType::kBF16: {
+        uint16_t h;
+        std::memcpy(&h, d.data() + k * 2, 2);
+        (*out)[i] = base::BF16ToFloat(h);
+        break;
+      }
+      case StDType::kF16: {
+        uint16_t h;
+        std::memcpy(&h, d.data() + k * 2, 2);
+        (*out)[i] = base::F16ToFloat(h);
+        break;
+      }
+      default: return false;
+    }
+  }
+  return true;
+}
+
+bool IntAt(const SafetensorsFile& f, const TensorInfo& t, uint64_t k, int64_t* v) {
+  auto d = f.Data(t);
+  switch (t.dtype) {
+    case StDType::kI64: std::memcpy(v, d.data() + k * 8, 8); return true;
+    case StDType::kI32: { int32_t x; std::memcpy(&x, d.data() + k * 4, 4); *v = x; return true; }
+    case StDType::kU32: { uint32_t x; std::memcpy(&x, d.data() + k * 4, 4); *v = x; return true; }
+    case StDType::kI16: { int16_t x; std::memcpy(&x, d.data() + k * 2, 2); *v = x; return true; }
+    case StDType::kU16: { uint16_t x; std::memcpy(&x, d.data() + k * 2, 2); *v = x; return true; }
+    default: return false;
+  }
+}
+
+std::vector<Entry> ParseSafetensors(const AppendOptions& o, const Layout& l, Problems* pr) {
+  std::vector<Entry> out;
+  auto f = SafetensorsFile::Open(o.entries);
+  const TensorInfo* ids = f->Find("canonical_ids");
+  bool canonical = ids != nullptr;
+  if (!ids) ids = f->Find("ids");
+  const TensorInfo* values = f->Find("values");
+  if (!ids || !values) {
+    pr->Add(0, "a safetensors entries file needs an \"ids\" (or \"canonical_ids\") tensor [E, n] and a \"values\" tensor [E, " +
+                   std::to_string(l.row_dim) + "]");
+    return out;
+  }
+  if (ids->shape.size() != 2 || values->shape.size() != 2 || ids->shape[0] != values->shape[0]) {
+    pr->Add(0, "\"ids\" must be [E, n] and \"values\" [E, row_dim] with the same E");
+    return out;
+  }
+  if (values->shape[1] != l.row_dim) {
+    pr->Add(0, "\"values\" rows hold " + std::to_string(values->shape[1]) + " values, the table's rows " +
+                   std::to_string(l.row_dim));
+    return out;
+  }
+  const TensorInfo* layers = f->Find("layers");
+  const TensorInfo* heads = f->Find("heads");
+  const uint64_t E = ids->shape[0], n = ids->shape[1];
+  for (uint64_t e = 0; e < E; ++e) {
+    Entry en;
+    en.line = e + 1;
+    bool ok = true;
+    for (uint64_t k = 0; k < n && ok; ++k) {
+      int64_t v;
+      if (!IntAt(*f, *ids, e * n + k, &v) || v < 0 || v > UINT32_MAX) {
+        pr->Add(e + 1, "ids must be non-negative integers (I16/U16/I32/U32/I64)");
+        ok = false;
+        break;
+      }
+      uint32_t c = static_cast<uint32_t>(v);
+      if (canonical) {
+        if (c >= l.spec.canonical_vocab) {
+          pr->Add(e + 1, "canonical id " + std::to_string(c) + " is outside the vocabulary");
+          ok = false;
+        }
+      } else if (!l.Canonical(c, &c)) {
+        pr->Add(e + 1, "token id " + std::to_string(v) + " is outside the table's vocabulary");
+        ok = false;
+      }
+      en.canon.push_back(c);
+    }
+    if (!ok) continue;
+    if (!TensorRow(*f, *values, e, l.row_dim, &en.value)) {
+      pr->Add(e + 1, "\"values\" must be F32, BF16 or F16");
+      continue;
+    }
+    if (layers && !IntAt(*f, *layers, e, &en.layer_id)) pr->Add(e + 1, "\"layers\" must be an integer tensor [E]");
+    if (heads && !IntAt(*f, *heads, e, &en.head)) pr->Add(e + 1, "\"heads\" must be an integer tensor [E]");
+    out.push_back(std::move(en));
+  }
+  return out;
+}
+
+std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l, const tokenizer::Tokenizer* tok, Problems* pr) {
+  std::vector<Entry> out;
+  std::string text = base::ReadFileToString(o.entries, 4ull << 30);
+  std::map<std::string, std::unique_ptr<SafetensorsFile>> refs;
+  size_t line_no = 0;
+  for (size_t p = 0; p <= text.size();) {
+    size_t q = text.find('\n', p);
+    if (q == std::string::npos) q = text.size();
+    std::string line = text.substr(p, q - p);
+    p = q + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      if (q == text.size()) break;
+      continue;
+    }
+    if (!base::IsValidUtf8(line)) {
+      pr->Add(line_no, "the line is not valid UTF-8");
+      continue;
+    }
+    base::Json j;
+    try {
+      j = base::Json::Parse(line, "entry", 16);
+    } catch (const Error& e) {
+      std::string m = e.what();
+      pr->Add(line_no, "not valid JSON (" + m.substr(m.find(": ") + 2) + ")");
+      continue;
+    }
+    if (!j.is_object()) {
+      pr->Add(line_no, "an entry must be a JSON object");
+      continue;
+    }
+    Entry en;
+    en.line = line_no;
+    bool ok = true;
+    int inputs = 0;
+    for (const auto& [k, v] : j.members()) {
+      if (k == "text" || k == "ids" || k == "canonical_ids") ++inputs;
+      else if (k != "value" && k != "value_ref" && k != "layer" && k != "head" && k != "order" && k != "note") {
+        pr->Add(line_no, "unknown key \"" + k + "\" (known: text, ids, canonical_ids, value, value_ref, layer, head, order, note)");
+        ok = false;
+      }
+    }
+    if (!ok) continue;
+    if (inputs != 1) {
+      pr->Add(line_no, "give exactly one of \"text\", \"ids\", \"canonical_ids\"");
+      continue;
+    }
+    if (const base::Json* t = j.Find("text")) {
+      if (!t->is_string() || t->as_string().empty()) {
+        pr->Add(line_no, "\"text\" must be a non-empty string");
+        continue;
+      }
+      if (!tok) {
+        pr->Add(line_no, "\"text\" entries need the table's tokenizer: give --tokenizer tokenizer.json");
+        continue;
+      }
+      for (uint32_t id : tok->Encode(t->as_string())) {
+        uint32_t c;
+        if (!l.Canonical(id, &c)) {
+          pr->Add(line_no, "token id " + std::to_string(id) + " is outside the table's vocabulary");
+          ok = false;
+          break;
+        }
+        en.canon.push_back(c);
+      }
+    } else {
+      bool canonical = j.Find("canonical_ids") != nullptr;
+      const base::Json* a = canonical ? j.Find("canonical_ids") : j.Find("ids");
+      if (!a->is_array()) {
+        pr->Add(line_no, "\"ids\" must be an array of integers");
+        continue;
+      }
+      for (const auto& x : a->items()) {
+        auto v = x.as_uint64();
+        uint32_t c = 0;
+        if (!v || *v > UINT32_MAX) {
+          pr->Add(line_no, "ids must be non-negative integers");
+          ok = false;
+          break;
+        }
+        c = static_cast<uint32_t>(*v);
+        bool in = canonical ? c < l.spec.canonical_vocab : l.Canonical(c, &c);
+        if (!in) {
+          pr->Add(line_no, (canonical ? "canonical id " : "token id ") + std::to_string(*v) + " is outside the table's vocabulary");
+          ok = false;
+          break;
+        }
+        en.canon.push_back(c);
+      }
+    }
+    if (!ok) continue;
+    if (const base::Json* ord = j.Find("order")) {
+      auto v = ord->as_uint64();
+      if (!v || *v != en.canon.size()) {
+        pr->Add(line_no, "\"order\" = " + (v ? std::to_string(*v) : std::string("?")) + " but the n-gram has " +
+                             std::to_string(en.canon.size()) + " tokens");
+        continue;
+      }
+    }
+    for (const char* key : {"layer", "head"}) {
+      const base::Json* x = j.Find(key);
+      if (!x || (x->is_string() && x->as_string() == "all")) continue;
+      auto v = x->as_int64();
+      if (!v || *v < 0) {
+        pr->Add(line_no, std::string("\"") + key + "\" must be a non-negative integer or \"all\"");
+        ok = false;
+        continue;
+      }
+      (std::string(key) == "layer" ? en.layer_id : en.head) = *v;
+    }
+    if (!ok) continue;
+    const base::Json* val = j.Find("value");
+    const base::Json* ref = j.Find("value_ref");
+    if ((val != nullptr) == (ref != nullptr)) {
+      pr->Add(line_no, "give exactly one of \"value\" (an array of " + std::to_string(l.row_dim) +
+                           " numbers) and \"value_ref\" ({\"file\", \"tensor\", \"row\"})");
+      continue;
+    }
+    if (val) {
+      if (!val->is_array()) {
+        pr->Add(line_no, "\"value\" must be an array of numbers");
+        continue;
+      }
+      for (const auto& x : val->items()) {
+        if (!x.is_number() || !std::isfinite(x.as_double())) {
+          pr->Add(line_no, "\"value\" holds a non-number or a non-finite number");
+          ok = false;
+          break;
+        }
+        en.value.push_back(static_cast<float>(x.as_double()));
+      }
+    } else {
+      const base::Json* file = ref->Find("file");
+      const base::Json* tensor = ref->Find("tensor");
+      const base::Json* row = ref->Find("row");
+      if (!file || !file->is_string() || !tensor || !tensor->is_string() || !row || !row->as_uint64()) {
+        pr->Add(line_no, "\"value_ref\" needs \"file\" (string), \"tensor\" (string) and \"row\" (integer)");
+        continue;
+      }
+      std::string path = file->as_string();
+      if (!path.empty() && path[0] != '/') path = base::DirName(o.entries) + "/" + path;
+      auto& sf = refs[path];
+      try {
+        if (!sf) sf = SafetensorsFile::Open(path);
+      } catch (const Error& e) {
+        pr->Add(line_no, std::string("value_ref: ") + e.what());
+        continue;
+      }
+      const TensorInfo* t = sf->Find(tensor->as_string());
+      if (!t || !TensorRow(*sf, *t, *row->as_uint64(), l.row_dim, &en.value)) {
+        pr->Add(line_no, "value_ref: no F32/BF16/F16 tensor \"" + tensor->as_string() + "\" of shape [rows, " +
+                             std::to_string(l.row_dim) + "] with row " + std::to_string(*row->as_uint64()) + " in " + path);
+        continue;
+      }
+    }
+    if (!ok) continue;
+    out.push_back(std::move(en));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string AppendResult::ToJson() const {
+  std::ostringstream os;
+  os << "{\"entries\":" << entries << ",\"records\":" << records << ",\"bytes\":" << bytes
+     << ",\"journal_entries_before\":" << journal_entries_before << ",\"tail_truncated\":" << tail_truncated
+     << ",\"seconds\":" << seconds << ",\"displaced\":[";
+  for (size_t i = 0; i < displaced.size(); ++i) {
+    const Displaced& d = displaced[i];
+    os << (i ? "," : "") << "{\"line\":" << d.entry_line << ",\"layer\":" << d.layer_id << ",\"order\":" << d.order
+       << ",\"head\":" << d.head << ",\"bucket\":" << d.bucket << ",\"previous_tag\":" << d.previous_tag
+       << ",\"new_tag\":" << d.new_tag << ",\"previous_count\":" << d.previous_count << ",\"previous_ids\":[";
+    for (size_t k = 0; k < d.previous_ids.size(); ++k) os << (k ? "," : "") << d.previous_ids[k];
+    os << "]}";
+  }
+  os << "]}";
+  return os.str();
+}
+
+AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
+  base::Stopwatch sw;
+  AppendResult res;
+  // 1. Parse and validate everything against the table's layout before taking any lock.
+  std::unique_ptr<Reader> reader = Reader::Open(o.table);
+  const Layout layout = reader->layout();
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  if (!o.tokenizer_path.empty()) {
+    tok = tokenizer::Tokenizer::Load(o.tokenizer_path);
+    ENGRAM_CHECK(layout.tokenizer_fingerprint == 0 || tok->Fingerprint() == layout.tokenizer_fingerprint,
+                 Code::kInvalidArgument,
+                 o.tokenizer_path << " is not the tokenizer " << o.table << " was built with (fingerprints differ); "
+                                  << "text entries would land in the wrong rows");
+  }
+  Problems pr(o.entries);
+  bool st = o.entries.size() > 12 && o.entries.compare(o.entries.size() - 12, 12, ".safetensors") == 0;
+  std::vector<Entry> entries = st ? ParseSafetensors(o, layout, &pr) : ParseJsonl(o, layout, tok.get(), &pr);
+  for (const Entry& e : entries) {
+    if (e.canon.size() < hash::kMinOrder || e.canon.size() > layout.spec.max_order)
+      pr.Add(e.line, "the n-gram has " + std::to_string(e.canon.size()) + " token(s); this table holds orders 2.." +
+                         std::to_string(layout.spec.max_order) + " (an n-gram's length is its order)");
+    if (e.value.size() != layout.row_dim)
+      pr.Add(e.line, "\"value\" has " + std::to_string(e.value.size()) + " numbers; this table's rows hold " +
+                         std::to_string(layout.row_dim));
+    if (e.layer_id >= 0) {
+      bool known = false;
+      for (uint32_t id : layout.spec.layer_ids) known = known || id == e.layer_id;
+      if (!known) {
+        std::string ids;
+        for (uint32_t id : layout.spec.layer_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+        pr.Add(e.line, "layer " + std::to_string(e.layer_id) + " has no Engram branch in this table (layers: " + ids + ")");
+      }
+    }
+    if (e.head >= static_cast<int64_t>(layout.spec.n_heads))
+      pr.Add(e.line, "head " + std::to_string(e.head) + " does not exist (heads 0.." + std::to_string(layout.spec.n_heads - 1) + ")");
+  }
+  if (entries.empty()) pr.Add(0, "no entries");
+  pr.ThrowIfAny();
+  res.entries = entries.size();
+
+  // 2. Expand entries into journal entries (one per targeted row), encode values.
+  std::vector<JournalEntry> records;
+  std::vector<size_t> record_line;
+  std::vector<uint8_t> enc(layout.row_stride() + layout.scale_stride());
+  for (const Entry& e : entries) {
+    base::EncodeRow(layout.dtype, e.value, enc.data(), enc.data() + layout.row_stride());
+    const uint32_t n = static_cast<uint32_t>(e.canon.size());
+    const uint32_t tag = hash::OwnerTag(e.canon.data(), n, layout.owner_tag_seed);
+    for (size_t li = 0; li < layout.spec.n_layers(); ++li) {
+      if (e.layer_id >= 0 && layout.spec.layer_ids[li] != e.layer_id) continue;
+      for (uint32_t h = 0; h < layout.spec.n_heads; ++h) {
+        if (e.head >= 0 && static_cast<uint32_t>(e.head) != h) continue;
+        JournalEntry je;
+        je.layer_index = static_cast<uint32_t>(li);
+        je.order = n;
+        je.head = h;
+        je.bucket = hash::BucketOf(layout.spec, li, n, h, e.canon.data());
+        je.row = layout.RowOf(layout.spec.SubIndex(li, n, h), je.bucket);
+        je.tag = tag;
+        je.ids = e.canon;
+        je.value = enc;
+        records.push_back(std::move(je));
+        record_line.push_back(e.line);
+      }
+    }
+  }
+  reader.reset();
+
+  // 3. Lock, re-open the locked file, and write.
+  std::unique_ptr<WriterLock> lock;
+  if (!o.dry_run) {
+    lock = std::make_unique<WriterLock>(o.table, o.wait, "append");
+    RemoveStaleTempFiles(o.table);
+  }
+  ViewOptions vo;
+  vo.deterministic_addressing = false;
+  auto view = TableView::Open(o.table, vo);
+  const Layout& now = view->layout();
+  ENGRAM_CHECK(now.spec.sizes == layout.spec.sizes && now.spec.seed == layout.spec.seed && now.row_dim == layout.row_dim &&
+                   now.dtype == layout.dtype,
+               Code::kIo, o.table << " was rebuilt with another layout while append ran; nothing was written, run it again");
+  const JournalState& js = view->journal();
+  res.journal_entries_before = js.committed.size();
+  // Displaced owners, seen through the base, the journal and this batch's earlier records.
+  std::unordered_map<uint64_t, uint32_t> batch;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const JournalEntry& r = records[i];
+    uint32_t prev;
+    const JournalEntry* from_journal = nullptr;
+    if (auto it = batch.find(r.row); it != batch.end()) {
+      prev = records[it->second].tag;
+      from_journal = &records[it->second];
+    } else {
+      prev = view->Tag(r.row);
+      from_journal = view->Overlay(r.row);
+    }
+    if (prev != hash::kNoOwner && prev != r.tag) {
+      Displaced d;
+      d.layer_id = now.spec.layer_ids[r.layer_index];
+      d.order = r.order;
+      d.head = r.head;
+      d.bucket = r.bucket;
+      d.previous_tag = prev;
+      d.new_tag = r.tag;
+      d.entry_line = record_line[i];
+      if (from_journal) d.previous_ids = from_journal->ids;
+      else if (view->reader().has_stats()) d.previous_count = view->reader().Stats(r.row).owner_count;
+      res.displaced.push_back(std::move(d));
+    }
+    batch[r.row] = static_cast<uint32_t>(i);
+  }
+  std::basic_string<uint8_t> buf;
+  std::vector<uint64_t> sums(records.size());
+  const uint64_t seed = view->reader().header().header_checksum;
+  for (size_t i = 0; i < records.size(); ++i) AppendEntryRecord(&buf, js.next_seq + i, seed, records[i], now, &sums[i]);
+  AppendCommitRecord(&buf, js.next_seq + records.size(), seed, js.next_seq, records.size(), base::UnixNow(),
+                     hash::Checksum64(sums.data(), sums.size() * 8));
+  res.records = records.size();
+  res.bytes = buf.size();
+  res.tail_truncated = js.tail_bytes();
+  if (o.dry_run) {
+    res.seconds = sw.Seconds();
+    return res;
+  }
+  if (js.tail_bytes()) {
+    reporter.Log(base::LogLevel::kNote, o.table + ": dropping an uncommitted journal tail of " +
+                                            std::to_string(js.tail_bytes()) + " bytes (" + js.tail_reason + ")");
+    base::Truncate(lock->fd(), js.committed_end, o.table);
+  }
+  // A torn write (crash tests): half the records reach the file, then the process dies.
+  if (std::getenv("ENGRAM_CRASH_AT") && std::string(std::getenv("ENGRAM_CRASH_AT")) == "append-torn") {
+    base::PwriteFull(lock->fd(), buf.data(), buf.size() / 2, js.committed_end, o.table);
+    base::Fsync(lock->fd(), o.table);
+    base::CrashPoint("append-torn");
+  }
+  base::PwriteFull(lock->fd(), buf.data(), buf.size(), js.committed_end, o.table);
+  base::CrashPoint("append-before-fsync");
+  base::Fsync(lock->fd(), o.table);
+  res.seconds = sw.Seconds();
+  return res;
+}
+
+}  // namespace engram::table

@@ -1,0 +1,208 @@
+// Page-cache residency: mincore scans, parallel warm-up of missing ranges, mlock, fadvise.
+#include "engram/table/prefetch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <omp.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <sstream>
+
+#include "engram/base/error.h"
+#include "engram/base/json.h"
+#include "engram/base/resource.h"
+#include "engram/base/units.h"
+#include "engram/table/format.h"
+#include "engram/table/reader.h"
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+namespace engram::table {
+
+namespace {
+
+const uint64_t kPage = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+
+// Residency of every page. mincore over pages this process never touched walks the page cache
+// page by page (~100 ms per 4 GiB), so large files are scanned in parallel slices.
+std::vector<unsigned char> Mincore(const uint8_t* base, uint64_t len, const std::string& path, int threads = 0) {
+  std::vector<unsigned char> v((len + kPage - 1) / kPage);
+  if (len == 0) return v;
+  const uint64_t slice = 256ull << 20;
+  const int64_t slices = static_cast<int64_t>((len + slice - 1) / slice);
+  if (threads <= 0) threads = omp_get_max_threads();
+  int failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(| : failed)
+  for (int64_t i = 0; i < slices; ++i) {
+    uint64_t off = static_cast<uint64_t>(i) * slice;
+    if (::mincore(const_cast<uint8_t*>(base) + off, std::min(slice, len - off), v.data() + off / kPage) != 0)
+      failed |= 1;
+  }
+  if (failed) ENGRAM_THROW(Code::kIo, path << ": mincore failed: " << std::strerror(errno));
+  return v;
+}
+
+uint64_t ResidentIn(const std::vector<unsigned char>& pages, uint64_t offset, uint64_t len, uint64_t file_len) {
+  if (len == 0) return 0;
+  uint64_t first = offset / kPage, last = (std::min(offset + len, file_len) - 1) / kPage;
+  uint64_t n = 0;
+  for (uint64_t p = first; p <= last && p < pages.size(); ++p)
+    if (pages[p] & 1) {
+      uint64_t a = std::max(offset, p * kPage), b = std::min({offset + len, (p + 1) * kPage, file_len});
+      n += b - a;
+    }
+  return n;
+}
+
+}  // namespace
+
+Residency Status(const std::string& path) {
+  base::MappedFile m = base::MappedFile::Open(path);
+  Residency r;
+  r.path = path;
+  r.bytes = m.size();
+  auto pages = Mincore(m.data(), m.size(), path);
+  r.resident_bytes = ResidentIn(pages, 0, m.size(), m.size());
+  // Name the parts when the file is a readable table; otherwise report the file alone.
+  try {
+    auto t = Reader::Open(path, OpenOptions{true, false});
+    const Header& h = t->header();
+    r.parts.push_back({"header", 0, kHeaderSize, ResidentIn(pages, 0, kHeaderSize, m.size())});
+    for (uint32_t i = 0; i < h.n_sections; ++i) {
+      const SectionEntry& e = h.sections[i];
+      r.parts.push_back({std::string(SectionName(e.type)), e.offset, e.size, ResidentIn(pages, e.offset, e.size, m.size())});
+    }
+    if (m.size() > h.file_size)
+      r.parts.push_back({"journal", h.file_size, m.size() - h.file_size,
+                         ResidentIn(pages, h.file_size, m.size() - h.file_size, m.size())});
+  } catch (const Error&) {
+  }
+  return r;
+}
+
+WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) {
+  base::Stopwatch sw;
+  WarmResult res;
+  base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
+  const uint64_t len = base::RegularFileSize(fd.get(), path);
+  res.bytes = len;
+  base::MappedFile m = base::MappedFile::FromFd(fd.get(), len, base::MappedFile::Mode::kReadOnly, path);
+  if (len == 0) return res;
+  if (threads <= 0) threads = std::max(2, omp_get_max_threads());
+  auto pages = Mincore(m.data(), len, path, threads);
+  res.already_resident = ResidentIn(pages, 0, len, len);
+  // Runs of missing pages, cut into chunks that threads take in file order.
+  const uint64_t kChunk = 16ull << 20;
+  std::vector<std::pair<uint64_t, uint64_t>> chunks;
+  for (uint64_t p = 0; p < pages.size();) {
+    if (pages[p] & 1) {
+      ++p;
+      continue;
+    }
+    uint64_t q = p;
+    while (q < pages.size() && !(pages[q] & 1) && (q - p) * kPage < kChunk) ++q;
+    chunks.emplace_back(p * kPage, std::min(q * kPage, len) - p * kPage);
+    p = q;
+  }
+  for (const auto& c : chunks) res.read_bytes += c.second;
+  std::atomic<uint64_t> resident{res.already_resident};
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+#pragma omp parallel num_threads(threads)
+  {
+    try {
+      std::vector<unsigned char> vec;
+      for (size_t i = next.fetch_add(1); i < chunks.size(); i = next.fetch_add(1)) {
+        auto [off, n] = chunks[i];
+        // Start the next chunk's I/O asynchronously while this one is faulted in.
+        if (i + static_cast<size_t>(threads) < chunks.size()) {
+          auto [o2, n2] = chunks[i + threads];
+          ::posix_fadvise(fd.get(), static_cast<off_t>(o2), static_cast<off_t>(n2), POSIX_FADV_WILLNEED);
+        }
+        uint8_t* p = const_cast<uint8_t*>(m.data()) + off;
+        if (::madvise(p, n, MADV_POPULATE_READ) != 0) {
+          volatile uint8_t sink = 0;  // older kernels: touch one byte per page
+          for (uint64_t k = 0; k < n; k += kPage) sink = sink + p[k];
+        }
+        vec.resize((n + kPage - 1) / kPage);
+        uint64_t now = 0;
+        if (::mincore(p, n, vec.data()) == 0)
+          for (size_t k = 0; k < vec.size(); ++k)
+            if (vec[k] & 1) now += std::min(kPage, n - k * kPage);
+        uint64_t total = resident.fetch_add(now) + now;
+        if (omp_get_thread_num() == 0) reporter.Progress("prefetch", total, len, "bytes");
+      }
+    } catch (...) {
+#pragma omp critical
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  reporter.ProgressDone("prefetch");
+  // Each chunk was re-checked after it was read: no second scan of the whole file.
+  res.resident = resident.load();
+  res.seconds = sw.Seconds();
+  return res;
+}
+
+uint64_t Evict(const std::string& path) {
+  base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
+  base::RegularFileSize(fd.get(), path);
+  int r = ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
+  ENGRAM_CHECK(r == 0, Code::kIo, path << ": posix_fadvise(DONTNEED) failed: " << std::strerror(r));
+  return Status(path).resident_bytes;
+}
+
+ResidentLock::ResidentLock(const std::string& path) : map_(base::MappedFile::Open(path)) {
+  if (map_.size() == 0) return;
+  if (::mlock(map_.data(), map_.size()) != 0) {
+    int e = errno;
+    struct rlimit rl {};
+    ::getrlimit(RLIMIT_MEMLOCK, &rl);
+    ENGRAM_THROW(Code::kIo, path << ": cannot lock " << base::FormatBytes(map_.size()) << " in memory: " << std::strerror(e)
+                                 << " (memlock limit " << (rl.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
+                                                                                          : base::FormatBytes(rl.rlim_cur))
+                                 << "); raise it with 'ulimit -l unlimited' (or LimitMEMLOCK= in a systemd unit), "
+                                    "or run as root");
+  }
+}
+
+ResidentLock::~ResidentLock() {
+  if (map_.size()) ::munlock(map_.data(), map_.size());
+}
+
+std::string Residency::ToText() const {
+  std::ostringstream os;
+  auto pct = [](uint64_t a, uint64_t b) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%5.1f%%", b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 100.0);
+    return std::string(buf);
+  };
+  os << path << ": " << base::FormatBytes(resident_bytes) << " of " << base::FormatBytes(bytes) << " resident ("
+     << pct(resident_bytes, bytes) << ")\n";
+  for (const auto& p : parts)
+    os << "  " << p.name << std::string(12 - std::min<size_t>(11, p.name.size()), ' ') << pct(p.resident_bytes, p.bytes)
+       << "  " << base::FormatBytes(p.resident_bytes) << " of " << base::FormatBytes(p.bytes) << "\n";
+  return os.str();
+}
+
+std::string Residency::ToJson() const {
+  std::ostringstream os;
+  os << "{\"path\":" << base::JsonString(path) << ",\"bytes\":" << bytes << ",\"resident_bytes\":" << resident_bytes
+     << ",\"parts\":[";
+  for (size_t i = 0; i < parts.size(); ++i)
+    os << (i ? "," : "") << "{\"name\":\"" << parts[i].name << "\",\"offset\":" << parts[i].offset << ",\"bytes\":"
+       << parts[i].bytes << ",\"resident_bytes\":" << parts[i].resident_bytes << "}";
+  os << "]}";
+  return os.str();
+}
+
+}  // namespace engram::table
