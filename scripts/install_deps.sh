@@ -11,7 +11,7 @@ pkgs=(
   libcli11-dev libtomlplusplus-dev libzstd-dev libxxhash-dev doctest-dev
   libpcre2-dev libutf8proc-dev libomp-dev
   libtorch-dev libopenblas0-pthread
-  python3 python3-torch python3-numpy
+  python3 python3-torch python3-numpy python3-xxhash
   nodejs npm
   xxhash vmtouch zstd bc fortunes-zh
   clang libclang-rt-14-dev

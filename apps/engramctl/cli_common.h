@@ -86,6 +86,7 @@ std::vector<uint64_t> ParseUintList(const std::string& s, const char* flag);
 
 // Subcommand registration (one per cmd_<verb>.cc).
 void AddBuildCommand(CLI::App& app);
+void AddMergeCommand(CLI::App& app);
 void AddInspectCommand(CLI::App& app);
 void AddVerifyCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
@@ -93,5 +94,6 @@ void AddLookupCommand(CLI::App& app);
 void AddAppendCommand(CLI::App& app);
 void AddSortBucketsCommand(CLI::App& app);
 void AddPrefetchCommand(CLI::App& app);
+void AddRunCommand(CLI::App& app);
 
 }  // namespace engramctl

@@ -14,7 +14,7 @@ namespace {
 struct BuildFlags {
   engram::table::BuildOptions o;
   LayoutFlags layout;
-  std::string config_path, memory;
+  std::string config_path, memory, shard;
   bool json = false, no_stats = false;
 };
 
@@ -32,8 +32,18 @@ void Run(BuildFlags& f) {
   ApplyLayoutFlags(f.layout, &lr);
   if (!f.memory.empty()) o.memory_bytes = engram::base::ParseSize(f.memory, "--memory", 'K');
   o.with_stats = !f.no_stats;
+  if (!f.shard.empty()) engram::base::ParseShard(f.shard, &o.shard_index, &o.shard_count);
   o.command_line = CommandLine();
   engram::table::BuildResult r = engram::table::Build(o, rep);
+  if (o.shard_count > 1 && !r.dry_run) {
+    rep.Log(engram::base::LogLevel::kInfo,
+            "wrote shard " + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count) +
+                " summary " + o.output + " (" + std::to_string(r.tokens) +
+                " tokens); combine all shards with 'engramctl merge'");
+    rep.Log(engram::base::LogLevel::kInfo,
+            engram::base::FormatResourceLine(sw.Seconds(), engram::base::CurrentResourceUsage()));
+    return;
+  }
   if (r.dry_run) {
     if (f.json) {
       PrintStdout("{\"dry_run\":true,\"file_bytes\":" + std::to_string(r.plan.file_size) +
@@ -66,6 +76,29 @@ void Run(BuildFlags& f) {
 
 }  // namespace
 
+void AddMergeCommand(CLI::App& app) {
+  auto mo = std::make_shared<engram::table::MergeOptions>();
+  CLI::App* s = app.add_subcommand(
+      "merge", "Combine the partial summaries of a sharded build into the table");
+  s->add_option("parts", mo->parts,
+                "Partial summaries from 'engramctl build --shard I/N', one per shard")
+      ->required();
+  s->add_option("-o,--output", mo->output, "Table to write")->required();
+  s->add_option("-t,--threads", mo->threads, "Threads (default: all cores)");
+  s->callback([mo] {
+    StderrReporter rep;
+    engram::base::Stopwatch sw;
+    mo->command_line = CommandLine();
+    engram::table::BuildResult r = engram::table::Merge(*mo, rep);
+    rep.Log(engram::base::LogLevel::kInfo,
+            "merged " + std::to_string(mo->parts.size()) + " shards into " + mo->output + ": " +
+                std::to_string(r.layout.total_rows) + " rows, " + std::to_string(r.tokens) +
+                " tokens, " + std::to_string(r.owned_rows) + " rows with an owner");
+    rep.Log(engram::base::LogLevel::kInfo,
+            engram::base::FormatResourceLine(sw.Seconds(), engram::base::CurrentResourceUsage()));
+  });
+}
+
 void AddBuildCommand(CLI::App& app) {
   auto f = std::make_shared<BuildFlags>();
   CLI::App* s = app.add_subcommand(
@@ -93,7 +126,19 @@ void AddBuildCommand(CLI::App& app) {
   s->add_option("--scale-tensor", f->o.scales_tensor,
                 "fp8 tables: tensor of e8m0 scales [rows, row_dim/32]");
   s->add_flag("--no-stats", f->no_stats, "Do not write the per-bucket STATS section");
-  s->add_option("--owners", f->o.owners, "Owner selection: exact")->capture_default_str();
+  s->add_option(
+       "--owners", f->o.owners,
+       "Owner selection: exact (counts within --memory, spills to --temp-dir) | sketch (majority "
+       "vote per row: O(rows) memory, no temp disk, approximate statistics)")
+      ->capture_default_str();
+  s->add_option("--shard", f->shard,
+                "I/N: write the partial summary of shard I of N to -o (exact: every Nth corpus "
+                "block; sketch: "
+                "every Nth sub-table); combine all N with 'engramctl merge'");
+  s->add_option(
+       "--block-tokens", f->o.block_tokens,
+       "Tokens per work block (parallelism and shard granularity; results do not depend on it)")
+      ->capture_default_str();
   s->add_option("--memory", f->memory, "RAM budget for counting, GNU sort units (e.g. 4G, 50%)");
   s->add_option("--temp-dir", f->o.temp_dir,
                 "Directory for spill files (default: next to the output)");

@@ -16,10 +16,12 @@ void AddPrefetchCommand(CLI::App& app) {
     int threads = 0;
   };
   auto f = std::make_shared<Flags>();
-  CLI::App* s = app.add_subcommand("prefetch", "Make a table resident in host memory (page cache) before serving");
+  CLI::App* s = app.add_subcommand(
+      "prefetch", "Make a table resident in host memory (page cache) before serving");
   s->add_option("table", f->table, "Table file")->required();
   s->add_flag("--status", f->status, "Only report residency (mincore), per section");
-  s->add_flag("--lock", f->lock, "Warm, then pin the table in memory (mlock) until interrupted, like vmtouch -l");
+  s->add_flag("--lock", f->lock,
+              "Warm, then pin the table in memory (mlock) until interrupted, like vmtouch -l");
   s->add_flag("--evict", f->evict, "Drop the table from the page cache");
   s->add_option("-t,--threads", f->threads, "Parallel readers (default: all cores, at least 2)");
   s->add_flag("--json", f->json, "Print JSON");
@@ -34,8 +36,12 @@ void AddPrefetchCommand(CLI::App& app) {
     }
     if (f->evict) {
       uint64_t left = engram::table::Evict(f->table);
-      if (f->json) PrintStdout("{\"path\":\"" + f->table + "\",\"resident_bytes\":" + std::to_string(left) + "}");
-      else rep.Log(engram::base::LogLevel::kInfo, f->table + ": evicted; " + engram::base::FormatBytes(left) + " still resident");
+      if (f->json)
+        PrintStdout("{\"path\":\"" + f->table + "\",\"resident_bytes\":" + std::to_string(left) +
+                    "}");
+      else
+        rep.Log(engram::base::LogLevel::kInfo,
+                f->table + ": evicted; " + engram::base::FormatBytes(left) + " still resident");
       return;
     }
     // Block the stop signals before any thread starts, so that sigwait sees them.
@@ -47,19 +53,23 @@ void AddPrefetchCommand(CLI::App& app) {
     if (f->lock) pthread_sigmask(SIG_BLOCK, &stop, nullptr);
     auto r = engram::table::Warm(f->table, f->threads, rep);
     std::string line = f->table + ": " + engram::base::FormatBytes(r.resident) + " of " +
-                       engram::base::FormatBytes(r.bytes) + " resident; read " + engram::base::FormatBytes(r.read_bytes) +
-                       " in " + engram::base::FormatSeconds(r.seconds) + " (" +
+                       engram::base::FormatBytes(r.bytes) + " resident; read " +
+                       engram::base::FormatBytes(r.read_bytes) + " in " +
+                       engram::base::FormatSeconds(r.seconds) + " (" +
                        engram::base::FormatBytes(r.already_resident) + " were resident already)";
     if (f->json)
-      PrintStdout("{\"path\":\"" + f->table + "\",\"bytes\":" + std::to_string(r.bytes) + ",\"resident_bytes\":" +
-                  std::to_string(r.resident) + ",\"read_bytes\":" + std::to_string(r.read_bytes) +
-                  ",\"already_resident\":" + std::to_string(r.already_resident) + ",\"seconds\":" + std::to_string(r.seconds) + "}");
+      PrintStdout("{\"path\":\"" + f->table + "\",\"bytes\":" + std::to_string(r.bytes) +
+                  ",\"resident_bytes\":" + std::to_string(r.resident) +
+                  ",\"read_bytes\":" + std::to_string(r.read_bytes) +
+                  ",\"already_resident\":" + std::to_string(r.already_resident) +
+                  ",\"seconds\":" + std::to_string(r.seconds) + "}");
     else
       rep.Log(engram::base::LogLevel::kInfo, line);
     if (f->lock) {
       engram::table::ResidentLock pin(f->table);
-      rep.Log(engram::base::LogLevel::kInfo, f->table + ": " + engram::base::FormatBytes(pin.bytes()) +
-                                                 " locked in memory; interrupt (Ctrl-C) to release");
+      rep.Log(engram::base::LogLevel::kInfo,
+              f->table + ": " + engram::base::FormatBytes(pin.bytes()) +
+                  " locked in memory; interrupt (Ctrl-C) to release");
       int sig = 0;
       sigwait(&stop, &sig);
       rep.Log(engram::base::LogLevel::kInfo, f->table + ": released");

@@ -13,10 +13,12 @@ void AddSortBucketsCommand(CLI::App& app) {
     bool no_wait = false, json = false;
   };
   auto f = std::make_shared<Flags>();
-  CLI::App* s = app.add_subcommand(
-      "sort-buckets", "Fold the journal into the base in bucket order (deterministic addressing again); idempotent");
+  CLI::App* s = app.add_subcommand("sort-buckets",
+                                   "Fold the journal into the base in bucket order (deterministic "
+                                   "addressing again); idempotent");
   s->add_option("table", f->o.table, "Table file")->required();
-  s->add_option("-o,--output", f->o.output, "Write the folded table here instead of replacing TABLE");
+  s->add_option("-o,--output", f->o.output,
+                "Write the folded table here instead of replacing TABLE");
   s->add_flag("--no-wait", f->no_wait, "Fail at once if another writer holds the table's lock");
   s->add_option("-t,--threads", f->o.threads, "Threads (default: all cores)");
   s->add_flag("--json", f->json, "Print the result as JSON");
@@ -25,16 +27,19 @@ void AddSortBucketsCommand(CLI::App& app) {
     f->o.wait = !f->no_wait;
     engram::table::FoldResult r = engram::table::SortBuckets(f->o, rep);
     if (f->json) {
-      PrintStdout("{\"output\":\"" + r.output + "\",\"entries\":" + std::to_string(r.entries) + ",\"rows\":" +
-                  std::to_string(r.rows) + ",\"nothing_to_do\":" + (r.nothing_to_do ? "true" : "false") + "}");
+      PrintStdout("{\"output\":\"" + r.output + "\",\"entries\":" + std::to_string(r.entries) +
+                  ",\"rows\":" + std::to_string(r.rows) +
+                  ",\"nothing_to_do\":" + (r.nothing_to_do ? "true" : "false") + "}");
       return;
     }
     if (r.nothing_to_do)
-      rep.Log(engram::base::LogLevel::kInfo, f->o.table + ": the journal is empty; nothing to fold (addressing is deterministic)");
+      rep.Log(engram::base::LogLevel::kInfo,
+              f->o.table + ": the journal is empty; nothing to fold (addressing is deterministic)");
     else
-      rep.Log(engram::base::LogLevel::kInfo, "folded " + std::to_string(r.entries) + " journal entries (" +
-                                                 std::to_string(r.rows) + " rows) into " + r.output + " in " +
-                                                 engram::base::FormatSeconds(r.seconds) + "; its journal is empty");
+      rep.Log(engram::base::LogLevel::kInfo,
+              "folded " + std::to_string(r.entries) + " journal entries (" +
+                  std::to_string(r.rows) + " rows) into " + r.output + " in " +
+                  engram::base::FormatSeconds(r.seconds) + "; its journal is empty");
   });
 }
 

@@ -15,10 +15,25 @@
 
 namespace engramctl {
 
+namespace {
+// u32 ids to FILE (temp file + rename) or, for "-", to stdout.
+void WriteU32(const std::string& path, const std::vector<uint32_t>& v) {
+  if (path == "-") {
+    std::fwrite(v.data(), 4, v.size(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  engram::base::TempFile tf(path);
+  engram::base::PwriteFull(tf.fd(), v.data(), v.size() * 4, 0, tf.temp_path());
+  tf.Commit();
+}
+}  // namespace
+
 void AddTokenizeCommand(CLI::App& app) {
   struct Flags {
     std::string tokenizer, text, file, out, config_path;
-    bool json = false, special = false, lines = false, decode = false, canonical = false;
+    bool json = false, special = false, lines = false, decode = false, canonical = false,
+         info = false, map = false;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* s = app.add_subcommand(
@@ -38,6 +53,10 @@ void AddTokenizeCommand(CLI::App& app) {
   s->add_flag("--canonical", f->canonical,
               "Print canonical ids (the table's compressed vocabulary) instead");
   s->add_flag("--decode", f->decode, "Decode space-separated ids back to text");
+  s->add_flag("--canonical-map", f->map,
+              "Print (or with -o write as u32) the canonical id of every token id");
+  s->add_flag("--info", f->info,
+              "Print the tokenizer's vocabulary size, canonical vocabulary and fingerprint");
   s->add_flag("--json", f->json, "Print JSON: ids, tokens and (with --canonical) canonical ids");
   s->callback([f] {
     StderrReporter rep;
@@ -47,6 +66,29 @@ void AddTokenizeCommand(CLI::App& app) {
         !f->tokenizer.empty(), engram::Code::kInvalidArgument,
         "no tokenizer; give --tokenizer tokenizer.json or --config with [model] tokenizer");
     auto tok = engram::tokenizer::Tokenizer::Load(f->tokenizer);
+    if (f->info) {
+      const auto& ci = engram::table::CanonicalInfoFor(f->tokenizer);
+      char fp[24];
+      std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(ci.fingerprint));
+      PrintStdout(f->json
+                      ? "{\"vocab_size\":" + std::to_string(tok->vocab_size()) +
+                            ",\"canonical_vocab\":" + std::to_string(ci.canonical_vocab) +
+                            ",\"fingerprint\":\"" + fp + "\"}"
+                      : "vocab_size " + std::to_string(tok->vocab_size()) + "\ncanonical_vocab " +
+                            std::to_string(ci.canonical_vocab) + "\nfingerprint " + fp);
+      return;
+    }
+    if (f->map) {
+      const auto& m = engram::table::CanonicalInfoFor(f->tokenizer).map;
+      if (!f->out.empty()) {
+        WriteU32(f->out, m);
+        return;
+      }
+      std::string line;
+      for (size_t i = 0; i < m.size(); ++i) line += (i ? " " : "") + std::to_string(m[i]);
+      PrintStdout(line);
+      return;
+    }
     std::string input;
     if (!f->text.empty()) {
       input = f->text;
@@ -108,9 +150,7 @@ void AddTokenizeCommand(CLI::App& app) {
         flat.insert(flat.end(), all[d].begin(), all[d].end());
         if (f->lines) flat.push_back(engram::table::kDocSeparator);
       }
-      engram::base::TempFile tf(f->out);
-      engram::base::PwriteFull(tf.fd(), flat.data(), flat.size() * 4, 0, tf.temp_path());
-      tf.Commit();
+      WriteU32(f->out, flat);
       rep.Log(engram::base::LogLevel::kInfo, "wrote " + std::to_string(flat.size()) + " ids (" +
                                                  std::to_string(docs.size()) + " documents) to " +
                                                  f->out);

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-progress", Globals().no_progress, "Never draw progress lines");
   app.fallthrough();
   AddBuildCommand(app);
+  AddMergeCommand(app);
   AddInspectCommand(app);
   AddVerifyCommand(app);
   AddTokenizeCommand(app);
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   AddAppendCommand(app);
   AddSortBucketsCommand(app);
   AddPrefetchCommand(app);
+  AddRunCommand(app);
   // Recorded in table provenance; argv[0] as the program name keeps outputs reproducible.
   CommandLine() = "engramctl";
   for (int i = 1; i < argc; ++i) CommandLine() += " " + std::string(argv[i]);

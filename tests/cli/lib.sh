@@ -19,3 +19,15 @@ b=bytearray(open(p,'rb').read()); b[o]^=0x10; open(p,'wb').write(b)" "$1" "$2"
 entry() {  # entry "[ids]" VALUE [extra json] : one JSONL entry with a 32-wide constant value
   $PY -c "import json,sys; d={'canonical_ids': json.loads(sys.argv[1]), 'value': [float(sys.argv[2])]*32}; d.update(json.loads(sys.argv[3] if len(sys.argv)>3 else '{}')); print(json.dumps(d))" "$@"
 }
+random_model() {  # random_model DIR VARIANT: a small random MoE+Engram model dir + its table DIR.engram + DIR.toml
+  local m=$1 v=${2:-v41} T=$ASSETS/deepseek_v3/tokenizer.json
+  local fp
+  fp=$($E tokenize --tokenizer "$T" --info --json | $PY -c "import json,sys; print(json.load(sys.stdin)['fingerprint'])")
+  $PY "$SRC/tests/model/make_random_model.py" "$m" "$v" "$fp"
+  cp "$T" "$m/tokenizer.json"
+  head -n 5 "$ASSETS/brown/train.txt" > corpus.txt
+  $E -q build --tokenizer "$T" --corpus corpus.txt --layers 0,2 --order 3 --heads 2 --buckets 1024 --row-dim 16 \
+    --pad-id 2 --values "$m" --tensor engram.table.weight -o "$m.engram"
+  printf '[model]\npath = "%s"\n[engram]\nngram_order = 3\nhash_buckets = 1024\nn_heads = 2\nembed_dim = 32\nlayer_ids = [0, 2]\n[engram.table]\npath = "%s"\n' \
+    "$m" "$m.engram" > "$m.toml"
+}

@@ -34,8 +34,10 @@ std::vector<Item> ReadBatch(const std::string& path) {
     if (q == p) continue;
     base::Json j = base::Json::Parse(text.substr(p, q - p), path);
     Item it;
-    for (const auto& x : j.Find("canonical_ids")->items()) it.ids.push_back(static_cast<uint32_t>(*x.as_uint64()));
-    for (const auto& x : j.Find("value")->items()) it.value.push_back(static_cast<float>(x.as_double()));
+    for (const auto& x : j.Find("canonical_ids")->items())
+      it.ids.push_back(static_cast<uint32_t>(*x.as_uint64()));
+    for (const auto& x : j.Find("value")->items())
+      it.value.push_back(static_cast<float>(x.as_double()));
     out.push_back(std::move(it));
   }
   return out;
@@ -77,7 +79,8 @@ int main(int argc, char** argv) {
       uint32_t tag = hash::OwnerTag(it.ids.data(), n, l.owner_tag_seed);
       for (size_t li = 0; li < l.spec.n_layers(); ++li)
         for (uint32_t h = 0; h < l.spec.n_heads; ++h) {
-          uint64_t row = l.RowOf(l.spec.SubIndex(li, n, h), hash::BucketOf(l.spec, li, n, h, it.ids.data()));
+          uint64_t row =
+              l.RowOf(l.spec.SubIndex(li, n, h), hash::BucketOf(l.spec, li, n, h, it.ids.data()));
           want[row] = {tag, it.value, k};
         }
     }
@@ -85,8 +88,10 @@ int main(int argc, char** argv) {
   for (const auto& [row, w] : want) {
     view->DecodeRowTo(row, got);
     if (view->Tag(row) != w.tag || std::memcmp(got.data(), w.value.data(), got.size() * 4) != 0) {
-      std::printf("LOST: row %llu should hold batch %u's entry (tag %08x, value %g), holds tag %08x value %g\n",
-                  static_cast<unsigned long long>(row), w.batch, w.tag, w.value[0], view->Tag(row), got[0]);
+      std::printf(
+          "LOST: row %llu should hold batch %u's entry (tag %08x, value %g), holds tag %08x value "
+          "%g\n",
+          static_cast<unsigned long long>(row), w.batch, w.tag, w.value[0], view->Tag(row), got[0]);
       return 1;
     }
   }

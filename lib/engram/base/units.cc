@@ -103,7 +103,11 @@ std::string FormatBytes(uint64_t bytes) {
 
 std::string FormatGB(double bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+  // One decimal as deployment logs show it ("48.0 GB"); small amounts keep two significant digits.
+  if (bytes >= 1e9 || bytes == 0)
+    std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+  else
+    std::snprintf(buf, sizeof buf, "%.2g GB", bytes / 1e9);
   return buf;
 }
 

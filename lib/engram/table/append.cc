@@ -33,10 +33,10 @@ constexpr size_t kMaxListedProblems = 25;
 
 struct Entry {
   size_t line = 0;
-  std::vector<uint32_t> canon;    // the n-gram, oldest first
-  std::vector<float> value;       // row_dim values
-  int64_t layer_id = -1;          // -1 = every Engram layer
-  int64_t head = -1;              // -1 = every head
+  std::vector<uint32_t> canon;  // the n-gram, oldest first
+  std::vector<float> value;     // row_dim values
+  int64_t layer_id = -1;        // -1 = every Engram layer
+  int64_t head = -1;            // -1 = every head
 };
 
 class Problems {
@@ -45,14 +45,18 @@ class Problems {
   void Add(size_t line, const std::string& what) { problems_.emplace_back(line, what); }
   void ThrowIfAny() {
     if (problems_.empty()) return;
-    std::stable_sort(problems_.begin(), problems_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::stable_sort(problems_.begin(), problems_.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
     size_t entries = 0;
-    for (size_t i = 0; i < problems_.size(); ++i) entries += i == 0 || problems_[i].first != problems_[i - 1].first;
+    for (size_t i = 0; i < problems_.size(); ++i)
+      entries += i == 0 || problems_[i].first != problems_[i - 1].first;
     std::ostringstream os;
-    os << entries << " bad entr" << (entries == 1 ? "y" : "ies") << " in " << file_ << "; nothing was written:";
+    os << entries << " bad entr" << (entries == 1 ? "y" : "ies") << " in " << file_
+       << "; nothing was written:";
     for (size_t i = 0; i < problems_.size() && i < kMaxListedProblems; ++i)
       os << "\n" << file_ << ":" << problems_[i].first << ": " << problems_[i].second;
-    if (problems_.size() > kMaxListedProblems) os << "\n... and " << problems_.size() - kMaxListedProblems << " more";
+    if (problems_.size() > kMaxListedProblems)
+      os << "\n... and " << problems_.size() - kMaxListedProblems << " more";
     ENGRAM_THROW(Code::kInvalidArgument, os.str());
   }
 
@@ -62,14 +66,17 @@ class Problems {
 };
 
 // Reads values of a float tensor row as f32.
-bool TensorRow(const SafetensorsFile& f, const TensorInfo& t, uint64_t row, uint32_t width, std::vector<float>* out) {
+bool TensorRow(const SafetensorsFile& f, const TensorInfo& t, uint64_t row, uint32_t width,
+               std::vector<float>* out) {
   if (t.shape.size() != 2 || t.shape[1] != width || row >= t.shape[0]) return false;
   auto d = f.Data(t);
   out->resize(width);
   for (uint32_t i = 0; i < width; ++i) {
     uint64_t k = row * width + i;
     switch (t.dtype) {
-      case StDType::kF32: std::memcpy(&(*out)[i], d.data() + k * 4, 4); break;
+      case StDType::kF32:
+        std::memcpy(&(*out)[i], d.data() + k * 4, 4);
+        break;
       case StDType::kBF16: {
         uint16_t h;
         std::memcpy(&h, d.data() + k * 2, 2);
@@ -82,7 +89,8 @@ bool TensorRow(const SafetensorsFile& f, const TensorInfo& t, uint64_t row, uint
         (*out)[i] = base::F16ToFloat(h);
         break;
       }
-      default: return false;
+      default:
+        return false;
     }
   }
   return true;
@@ -91,12 +99,35 @@ bool TensorRow(const SafetensorsFile& f, const TensorInfo& t, uint64_t row, uint
 bool IntAt(const SafetensorsFile& f, const TensorInfo& t, uint64_t k, int64_t* v) {
   auto d = f.Data(t);
   switch (t.dtype) {
-    case StDType::kI64: std::memcpy(v, d.data() + k * 8, 8); return true;
-    case StDType::kI32: { int32_t x; std::memcpy(&x, d.data() + k * 4, 4); *v = x; return true; }
-    case StDType::kU32: { uint32_t x; std::memcpy(&x, d.data() + k * 4, 4); *v = x; return true; }
-    case StDType::kI16: { int16_t x; std::memcpy(&x, d.data() + k * 2, 2); *v = x; return true; }
-    case StDType::kU16: { uint16_t x; std::memcpy(&x, d.data() + k * 2, 2); *v = x; return true; }
-    default: return false;
+    case StDType::kI64:
+      std::memcpy(v, d.data() + k * 8, 8);
+      return true;
+    case StDType::kI32: {
+      int32_t x;
+      std::memcpy(&x, d.data() + k * 4, 4);
+      *v = x;
+      return true;
+    }
+    case StDType::kU32: {
+      uint32_t x;
+      std::memcpy(&x, d.data() + k * 4, 4);
+      *v = x;
+      return true;
+    }
+    case StDType::kI16: {
+      int16_t x;
+      std::memcpy(&x, d.data() + k * 2, 2);
+      *v = x;
+      return true;
+    }
+    case StDType::kU16: {
+      uint16_t x;
+      std::memcpy(&x, d.data() + k * 2, 2);
+      *v = x;
+      return true;
+    }
+    default:
+      return false;
   }
 }
 
@@ -108,8 +139,10 @@ std::vector<Entry> ParseSafetensors(const AppendOptions& o, const Layout& l, Pro
   if (!ids) ids = f->Find("ids");
   const TensorInfo* values = f->Find("values");
   if (!ids || !values) {
-    pr->Add(0, "a safetensors entries file needs an \"ids\" (or \"canonical_ids\") tensor [E, n] and a \"values\" tensor [E, " +
-                   std::to_string(l.row_dim) + "]");
+    pr->Add(0,
+            "a safetensors entries file needs an \"ids\" (or \"canonical_ids\") tensor [E, n] and "
+            "a \"values\" tensor [E, " +
+                std::to_string(l.row_dim) + "]");
     return out;
   }
   if (ids->shape.size() != 2 || values->shape.size() != 2 || ids->shape[0] != values->shape[0]) {
@@ -117,8 +150,8 @@ std::vector<Entry> ParseSafetensors(const AppendOptions& o, const Layout& l, Pro
     return out;
   }
   if (values->shape[1] != l.row_dim) {
-    pr->Add(0, "\"values\" rows hold " + std::to_string(values->shape[1]) + " values, the table's rows " +
-                   std::to_string(l.row_dim));
+    pr->Add(0, "\"values\" rows hold " + std::to_string(values->shape[1]) +
+                   " values, the table's rows " + std::to_string(l.row_dim));
     return out;
   }
   const TensorInfo* layers = f->Find("layers");
@@ -152,14 +185,17 @@ std::vector<Entry> ParseSafetensors(const AppendOptions& o, const Layout& l, Pro
       pr->Add(e + 1, "\"values\" must be F32, BF16 or F16");
       continue;
     }
-    if (layers && !IntAt(*f, *layers, e, &en.layer_id)) pr->Add(e + 1, "\"layers\" must be an integer tensor [E]");
-    if (heads && !IntAt(*f, *heads, e, &en.head)) pr->Add(e + 1, "\"heads\" must be an integer tensor [E]");
+    if (layers && !IntAt(*f, *layers, e, &en.layer_id))
+      pr->Add(e + 1, "\"layers\" must be an integer tensor [E]");
+    if (heads && !IntAt(*f, *heads, e, &en.head))
+      pr->Add(e + 1, "\"heads\" must be an integer tensor [E]");
     out.push_back(std::move(en));
   }
   return out;
 }
 
-std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l, const tokenizer::Tokenizer* tok, Problems* pr) {
+std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
+                              const tokenizer::Tokenizer* tok, Problems* pr) {
   std::vector<Entry> out;
   std::string text = base::ReadFileToString(o.entries, 4ull << 30);
   std::map<std::string, std::unique_ptr<SafetensorsFile>> refs;
@@ -196,9 +232,14 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l, const tok
     bool ok = true;
     int inputs = 0;
     for (const auto& [k, v] : j.members()) {
-      if (k == "text" || k == "ids" || k == "canonical_ids") ++inputs;
-      else if (k != "value" && k != "value_ref" && k != "layer" && k != "head" && k != "order" && k != "note") {
-        pr->Add(line_no, "unknown key \"" + k + "\" (known: text, ids, canonical_ids, value, value_ref, layer, head, order, note)");
+      if (k == "text" || k == "ids" || k == "canonical_ids")
+        ++inputs;
+      else if (k != "value" && k != "value_ref" && k != "layer" && k != "head" && k != "order" &&
+               k != "note") {
+        pr->Add(
+            line_no,
+            "unknown key \"" + k +
+                "\" (known: text, ids, canonical_ids, value, value_ref, layer, head, order, note)");
         ok = false;
       }
     }
@@ -213,7 +254,8 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l, const tok
         continue;
       }
       if (!tok) {
-        pr->Add(line_no, "\"text\" entries need the table's tokenizer: give --tokenizer tokenizer.json");
+        pr->Add(line_no,
+                "\"text\" entries need the table's tokenizer: give --tokenizer tokenizer.json");
         continue;
       }
       for (uint32_t id : tok->Encode(t->as_string())) {
@@ -243,7 +285,8 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l, const tok
         c = static_cast<uint32_t>(*v);
         bool in = canonical ? c < l.spec.canonical_vocab : l.Canonical(c, &c);
         if (!in) {
-          pr->Add(line_no, (canonical ? "canonical id " : "token id ") + std::to_string(*v) + " is outside the table's vocabulary");
+          pr->Add(line_no, (canonical ? "canonical id " : "token id ") + std::to_string(*v) +
+                               " is outside the table's vocabulary");
           ok = false;
           break;
         }
@@ -254,8 +297,8 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l, const tok
     if (const base::Json* ord = j.Find("order")) {
       auto v = ord->as_uint64();
       if (!v || *v != en.canon.size()) {
-        pr->Add(line_no, "\"order\" = " + (v ? std::to_string(*v) : std::string("?")) + " but the n-gram has " +
-                             std::to_string(en.canon.size()) + " tokens");
+        pr->Add(line_no, "\"order\" = " + (v ? std::to_string(*v) : std::string("?")) +
+                             " but the n-gram has " + std::to_string(en.canon.size()) + " tokens");
         continue;
       }
     }
@@ -295,8 +338,10 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l, const tok
       const base::Json* file = ref->Find("file");
       const base::Json* tensor = ref->Find("tensor");
       const base::Json* row = ref->Find("row");
-      if (!file || !file->is_string() || !tensor || !tensor->is_string() || !row || !row->as_uint64()) {
-        pr->Add(line_no, "\"value_ref\" needs \"file\" (string), \"tensor\" (string) and \"row\" (integer)");
+      if (!file || !file->is_string() || !tensor || !tensor->is_string() || !row ||
+          !row->as_uint64()) {
+        pr->Add(line_no,
+                "\"value_ref\" needs \"file\" (string), \"tensor\" (string) and \"row\" (integer)");
         continue;
       }
       std::string path = file->as_string();
@@ -310,8 +355,9 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l, const tok
       }
       const TensorInfo* t = sf->Find(tensor->as_string());
       if (!t || !TensorRow(*sf, *t, *row->as_uint64(), l.row_dim, &en.value)) {
-        pr->Add(line_no, "value_ref: no F32/BF16/F16 tensor \"" + tensor->as_string() + "\" of shape [rows, " +
-                             std::to_string(l.row_dim) + "] with row " + std::to_string(*row->as_uint64()) + " in " + path);
+        pr->Add(line_no, "value_ref: no F32/BF16/F16 tensor \"" + tensor->as_string() +
+                             "\" of shape [rows, " + std::to_string(l.row_dim) + "] with row " +
+                             std::to_string(*row->as_uint64()) + " in " + path);
         continue;
       }
     }
@@ -326,13 +372,15 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l, const tok
 std::string AppendResult::ToJson() const {
   std::ostringstream os;
   os << "{\"entries\":" << entries << ",\"records\":" << records << ",\"bytes\":" << bytes
-     << ",\"journal_entries_before\":" << journal_entries_before << ",\"tail_truncated\":" << tail_truncated
-     << ",\"seconds\":" << seconds << ",\"displaced\":[";
+     << ",\"journal_entries_before\":" << journal_entries_before
+     << ",\"tail_truncated\":" << tail_truncated << ",\"seconds\":" << seconds
+     << ",\"displaced\":[";
   for (size_t i = 0; i < displaced.size(); ++i) {
     const Displaced& d = displaced[i];
-    os << (i ? "," : "") << "{\"line\":" << d.entry_line << ",\"layer\":" << d.layer_id << ",\"order\":" << d.order
-       << ",\"head\":" << d.head << ",\"bucket\":" << d.bucket << ",\"previous_tag\":" << d.previous_tag
-       << ",\"new_tag\":" << d.new_tag << ",\"previous_count\":" << d.previous_count << ",\"previous_ids\":[";
+    os << (i ? "," : "") << "{\"line\":" << d.entry_line << ",\"layer\":" << d.layer_id
+       << ",\"order\":" << d.order << ",\"head\":" << d.head << ",\"bucket\":" << d.bucket
+       << ",\"previous_tag\":" << d.previous_tag << ",\"new_tag\":" << d.new_tag
+       << ",\"previous_count\":" << d.previous_count << ",\"previous_ids\":[";
     for (size_t k = 0; k < d.previous_ids.size(); ++k) os << (k ? "," : "") << d.previous_ids[k];
     os << "]}";
   }
@@ -349,32 +397,41 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   std::unique_ptr<tokenizer::Tokenizer> tok;
   if (!o.tokenizer_path.empty()) {
     tok = tokenizer::Tokenizer::Load(o.tokenizer_path);
-    ENGRAM_CHECK(layout.tokenizer_fingerprint == 0 || tok->Fingerprint() == layout.tokenizer_fingerprint,
-                 Code::kInvalidArgument,
-                 o.tokenizer_path << " is not the tokenizer " << o.table << " was built with (fingerprints differ); "
-                                  << "text entries would land in the wrong rows");
+    ENGRAM_CHECK(
+        layout.tokenizer_fingerprint == 0 || tok->Fingerprint() == layout.tokenizer_fingerprint,
+        Code::kInvalidArgument,
+        o.tokenizer_path << " is not the tokenizer " << o.table
+                         << " was built with (fingerprints differ); "
+                         << "text entries would land in the wrong rows");
   }
   Problems pr(o.entries);
-  bool st = o.entries.size() > 12 && o.entries.compare(o.entries.size() - 12, 12, ".safetensors") == 0;
-  std::vector<Entry> entries = st ? ParseSafetensors(o, layout, &pr) : ParseJsonl(o, layout, tok.get(), &pr);
+  bool st =
+      o.entries.size() > 12 && o.entries.compare(o.entries.size() - 12, 12, ".safetensors") == 0;
+  std::vector<Entry> entries =
+      st ? ParseSafetensors(o, layout, &pr) : ParseJsonl(o, layout, tok.get(), &pr);
   for (const Entry& e : entries) {
     if (e.canon.size() < hash::kMinOrder || e.canon.size() > layout.spec.max_order)
-      pr.Add(e.line, "the n-gram has " + std::to_string(e.canon.size()) + " token(s); this table holds orders 2.." +
-                         std::to_string(layout.spec.max_order) + " (an n-gram's length is its order)");
+      pr.Add(e.line, "the n-gram has " + std::to_string(e.canon.size()) +
+                         " token(s); this table holds orders 2.." +
+                         std::to_string(layout.spec.max_order) +
+                         " (an n-gram's length is its order)");
     if (e.value.size() != layout.row_dim)
-      pr.Add(e.line, "\"value\" has " + std::to_string(e.value.size()) + " numbers; this table's rows hold " +
-                         std::to_string(layout.row_dim));
+      pr.Add(e.line, "\"value\" has " + std::to_string(e.value.size()) +
+                         " numbers; this table's rows hold " + std::to_string(layout.row_dim));
     if (e.layer_id >= 0) {
       bool known = false;
       for (uint32_t id : layout.spec.layer_ids) known = known || id == e.layer_id;
       if (!known) {
         std::string ids;
-        for (uint32_t id : layout.spec.layer_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-        pr.Add(e.line, "layer " + std::to_string(e.layer_id) + " has no Engram branch in this table (layers: " + ids + ")");
+        for (uint32_t id : layout.spec.layer_ids)
+          ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+        pr.Add(e.line, "layer " + std::to_string(e.layer_id) +
+                           " has no Engram branch in this table (layers: " + ids + ")");
       }
     }
     if (e.head >= static_cast<int64_t>(layout.spec.n_heads))
-      pr.Add(e.line, "head " + std::to_string(e.head) + " does not exist (heads 0.." + std::to_string(layout.spec.n_heads - 1) + ")");
+      pr.Add(e.line, "head " + std::to_string(e.head) + " does not exist (heads 0.." +
+                         std::to_string(layout.spec.n_heads - 1) + ")");
   }
   if (entries.empty()) pr.Add(0, "no entries");
   pr.ThrowIfAny();
@@ -418,9 +475,11 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   vo.deterministic_addressing = false;
   auto view = TableView::Open(o.table, vo);
   const Layout& now = view->layout();
-  ENGRAM_CHECK(now.spec.sizes == layout.spec.sizes && now.spec.seed == layout.spec.seed && now.row_dim == layout.row_dim &&
-                   now.dtype == layout.dtype,
-               Code::kIo, o.table << " was rebuilt with another layout while append ran; nothing was written, run it again");
+  ENGRAM_CHECK(now.spec.sizes == layout.spec.sizes && now.spec.seed == layout.spec.seed &&
+                   now.row_dim == layout.row_dim && now.dtype == layout.dtype,
+               Code::kIo,
+               o.table << " was rebuilt with another layout while append ran; nothing was written, "
+                          "run it again");
   const JournalState& js = view->journal();
   res.journal_entries_before = js.committed.size();
   // Displaced owners, seen through the base, the journal and this batch's earlier records.
@@ -445,8 +504,10 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
       d.previous_tag = prev;
       d.new_tag = r.tag;
       d.entry_line = record_line[i];
-      if (from_journal) d.previous_ids = from_journal->ids;
-      else if (view->reader().has_stats()) d.previous_count = view->reader().Stats(r.row).owner_count;
+      if (from_journal)
+        d.previous_ids = from_journal->ids;
+      else if (view->reader().has_stats())
+        d.previous_count = view->reader().Stats(r.row).owner_count;
       res.displaced.push_back(std::move(d));
     }
     batch[r.row] = static_cast<uint32_t>(i);
@@ -454,9 +515,10 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   std::basic_string<uint8_t> buf;
   std::vector<uint64_t> sums(records.size());
   const uint64_t seed = view->reader().header().header_checksum;
-  for (size_t i = 0; i < records.size(); ++i) AppendEntryRecord(&buf, js.next_seq + i, seed, records[i], now, &sums[i]);
-  AppendCommitRecord(&buf, js.next_seq + records.size(), seed, js.next_seq, records.size(), base::UnixNow(),
-                     hash::Checksum64(sums.data(), sums.size() * 8));
+  for (size_t i = 0; i < records.size(); ++i)
+    AppendEntryRecord(&buf, js.next_seq + i, seed, records[i], now, &sums[i]);
+  AppendCommitRecord(&buf, js.next_seq + records.size(), seed, js.next_seq, records.size(),
+                     base::UnixNow(), hash::Checksum64(sums.data(), sums.size() * 8));
   res.records = records.size();
   res.bytes = buf.size();
   res.tail_truncated = js.tail_bytes();
@@ -466,11 +528,13 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   }
   if (js.tail_bytes()) {
     reporter.Log(base::LogLevel::kNote, o.table + ": dropping an uncommitted journal tail of " +
-                                            std::to_string(js.tail_bytes()) + " bytes (" + js.tail_reason + ")");
+                                            std::to_string(js.tail_bytes()) + " bytes (" +
+                                            js.tail_reason + ")");
     base::Truncate(lock->fd(), js.committed_end, o.table);
   }
   // A torn write (crash tests): half the records reach the file, then the process dies.
-  if (std::getenv("ENGRAM_CRASH_AT") && std::string(std::getenv("ENGRAM_CRASH_AT")) == "append-torn") {
+  if (std::getenv("ENGRAM_CRASH_AT") &&
+      std::string(std::getenv("ENGRAM_CRASH_AT")) == "append-torn") {
     base::PwriteFull(lock->fd(), buf.data(), buf.size() / 2, js.committed_end, o.table);
     base::Fsync(lock->fd(), o.table);
     base::CrashPoint("append-torn");

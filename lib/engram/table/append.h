@@ -12,24 +12,24 @@ namespace engram::table {
 
 struct AppendOptions {
   std::string table;
-  std::string entries;          // .jsonl or .safetensors
-  std::string tokenizer_path;   // for "text" entries
-  bool wait = true;             // false: fail at once when another writer holds the lock
-  bool dry_run = false;         // validate and report, write nothing
+  std::string entries;         // .jsonl or .safetensors
+  std::string tokenizer_path;  // for "text" entries
+  bool wait = true;            // false: fail at once when another writer holds the lock
+  bool dry_run = false;        // validate and report, write nothing
 };
 
 struct Displaced {
   uint32_t layer_id = 0, order = 0, head = 0;
   uint64_t bucket = 0;
   uint32_t previous_tag = 0, new_tag = 0;
-  uint32_t previous_count = 0;           // the previous owner's corpus count (STATS), 0 if unknown
-  std::vector<uint32_t> previous_ids;    // when the previous owner came from the journal
-  size_t entry_line = 0;                 // 1-based line (or row) of the displacing entry
+  uint32_t previous_count = 0;         // the previous owner's corpus count (STATS), 0 if unknown
+  std::vector<uint32_t> previous_ids;  // when the previous owner came from the journal
+  size_t entry_line = 0;               // 1-based line (or row) of the displacing entry
 };
 
 struct AppendResult {
-  size_t entries = 0;           // input entries
-  size_t records = 0;           // journal records written (one per targeted row)
+  size_t entries = 0;  // input entries
+  size_t records = 0;  // journal records written (one per targeted row)
   uint64_t bytes = 0;
   uint64_t journal_entries_before = 0;
   uint64_t tail_truncated = 0;  // uncommitted bytes dropped before writing

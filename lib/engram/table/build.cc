@@ -18,8 +18,11 @@
 #include "engram/base/units.h"
 #include "engram/hash/ngram_hash.h"
 #include "engram/table/ngram_counter.h"
+#include "engram/table/owners.h"
+#include "engram/table/part.h"
 #include "engram/table/safetensors.h"
 #include "engram/table/token_stream.h"
+#include "engram/table/zstd_stream.h"
 
 namespace engram::table {
 
@@ -32,91 +35,6 @@ uint64_t SplitMix(uint64_t* s) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
-}
-
-// Feeds every n-gram (orders 2..N) of a block into the counters, carrying history across blocks
-// and resetting it to pad at document separators.
-class NgramFeeder {
- public:
-  NgramFeeder(const hash::AddressSpec& spec, std::vector<NgramCounter>* counters)
-      : spec_(spec), counters_(counters), window_(spec.max_order, spec.pad_id) {}
-  void Feed(std::span<const uint32_t> block) {
-    const uint32_t N = spec_.max_order;
-    uint32_t* w = window_.data();
-    for (uint32_t id : block) {
-      if (id == kDocSeparator) {
-        std::fill(window_.begin(), window_.end(), spec_.pad_id);
-        continue;
-      }
-      std::memmove(w, w + 1, (N - 1) * 4);
-      w[N - 1] = id;
-      for (uint32_t n = hash::kMinOrder; n <= N; ++n)
-        (*counters_)[n - hash::kMinOrder].Add(w + N - n);
-    }
-  }
-
- private:
-  const hash::AddressSpec& spec_;
-  std::vector<NgramCounter>* counters_;
-  std::vector<uint32_t> window_;
-};
-
-struct OwnerArrays {
-  uint32_t* tags;
-  uint8_t* stats;             // may be null
-  std::vector<uint32_t> own;  // owner counts when there is no stats section
-  uint32_t OwnerCount(uint64_t r) const {
-    return stats ? base::LoadLE<uint32_t>(stats + r * kStatsRowSize) : own[r];
-  }
-};
-
-inline uint32_t Sat32(uint64_t v) {
-  return v > 0xFFFFFFFFull ? 0xFFFFFFFFu : static_cast<uint32_t>(v);
-}
-
-// Applies every distinct n-gram of `counter` to the owner cells of all its sub-tables. Parallel
-// over sub-tables (each owns a disjoint row range), so no two threads touch one row.
-void AssignOwners(const Layout& l, const NgramCounter& counter, OwnerArrays* oa, int threads) {
-  const uint32_t n = counter.order();
-  const hash::AddressSpec& s = l.spec;
-  const int64_t jobs = static_cast<int64_t>(s.n_layers() * s.n_heads);
-  const size_t cap = counter.capacity();
-  std::exception_ptr error;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (int64_t job = 0; job < jobs; ++job) {
-    try {
-      const size_t li = static_cast<size_t>(job) / s.n_heads;
-      const uint32_t h = static_cast<uint32_t>(job % s.n_heads);
-      const size_t sub = s.SubIndex(li, n, h);
-      const uint64_t base_row = l.row_offsets[sub];
-      for (size_t slot = 0; slot < cap; ++slot) {
-        uint64_t c = counter.CountAt(slot);
-        if (c == 0) continue;
-        const uint32_t* ids = counter.IdsAt(slot);
-        const uint64_t row = base_row + hash::BucketOf(s, li, n, h, ids);
-        const uint32_t tag = hash::OwnerTag(ids, n, l.owner_tag_seed);
-        const uint32_t cc = Sat32(c);
-        uint32_t cur = oa->OwnerCount(row);
-        uint32_t cur_tag = oa->tags[row];
-        if (cc > cur || (cc == cur && tag < cur_tag) || cur_tag == hash::kNoOwner) {
-          oa->tags[row] = tag;
-          if (oa->stats)
-            base::StoreLE<uint32_t>(oa->stats + row * kStatsRowSize, cc);
-          else
-            oa->own[row] = cc;
-        }
-        if (oa->stats) {
-          uint8_t* st = oa->stats + row * kStatsRowSize;
-          base::StoreLE<uint32_t>(st + 4, Sat32(uint64_t{base::LoadLE<uint32_t>(st + 4)} + c));
-          base::StoreLE<uint32_t>(st + 8, Sat32(uint64_t{base::LoadLE<uint32_t>(st + 8)} + 1));
-        }
-      }
-    } catch (...) {
-#pragma omp critical
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
 }
 
 StDType StorageStDType(base::DType t) {
@@ -220,6 +138,57 @@ void FillNormal(const Layout& l, uint64_t seed, double std_dev, uint8_t* rows, u
   }
 }
 
+namespace {
+
+base::Json OptionsJson(const BuildOptions& o) {
+  using base::Json;
+  return Json::MakeObject({{"init", Json::MakeString(o.init)},
+                           {"init_seed", Json::MakeString(std::to_string(o.init_seed))},
+                           {"init_std", Json::MakeString(std::to_string(o.init_std))},
+                           {"values_path", Json::MakeString(o.values_path)},
+                           {"values_tensor", Json::MakeString(o.values_tensor)},
+                           {"scales_tensor", Json::MakeString(o.scales_tensor)},
+                           {"with_stats", Json::MakeNumber(o.with_stats ? 1 : 0)},
+                           {"chunk_log2", Json::MakeNumber(o.chunk_log2)},
+                           {"owners", Json::MakeString(o.owners)}});
+}
+
+void ApplyOptionsJson(const base::Json& j, BuildOptions* o) {
+  auto str = [&](const char* k) {
+    const base::Json* v = j.Find(k);
+    return v && v->is_string() ? v->as_string() : std::string();
+  };
+  o->init = str("init");
+  o->init_seed = std::stoull(str("init_seed"));
+  o->init_std = std::stod(str("init_std"));
+  o->values_path = str("values_path");
+  o->values_tensor = str("values_tensor");
+  o->scales_tensor = str("scales_tensor");
+  o->owners = str("owners");
+  o->with_stats = j.Find("with_stats") && j.Find("with_stats")->as_uint64().value_or(1) != 0;
+  o->chunk_log2 = static_cast<uint32_t>(
+      j.Find("chunk_log2") ? j.Find("chunk_log2")->as_uint64().value_or(kDefaultChunkLog2)
+                           : kDefaultChunkLog2);
+}
+
+// Values, provenance and commit: everything after owners, shared by build and merge.
+void FinishTable(TableWriter& writer, const Layout& layout, const BuildOptions& o,
+                 const std::string& provenance, int threads, BuildResult* res,
+                 base::Reporter& reporter) {
+  for (uint64_t r = 0; r < layout.total_rows; ++r)
+    res->owned_rows += writer.tags()[r] != hash::kNoOwner;
+  if (!o.values_path.empty())
+    CopyValues(o, layout, writer.rows(), writer.scales(), reporter);
+  else if (o.init == "normal")
+    FillNormal(layout, o.init_seed, o.init_std, writer.rows(), writer.scales(), threads);
+  else if (layout.dtype == base::DType::kF8E4M3)
+    std::memset(writer.scales(), 127, layout.total_rows * layout.scale_stride());
+  writer.SetProvenance(provenance);
+  writer.Commit(reporter);
+}
+
+}  // namespace
+
 BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   base::Stopwatch sw;
   BuildResult res;
@@ -230,18 +199,28 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
                "--init " << o.init << ": use zeros or normal (or --values FILE --tensor NAME)");
   ENGRAM_CHECK(o.values_path.empty() == o.values_tensor.empty(), Code::kInvalidArgument,
                "--values and --tensor go together: name the safetensors file and the tensor in it");
-  ENGRAM_CHECK(o.owners == "exact", Code::kInvalidArgument,
-               "--owners " << o.owners << ": use exact");
+  ENGRAM_CHECK(o.owners == "exact" || o.owners == "sketch", Code::kInvalidArgument,
+               "--owners " << o.owners
+                           << ": use exact (exact counts, spills to --temp-dir) or sketch (bounded "
+                              "memory, no temp disk)");
   ENGRAM_CHECK(o.init_std > 0 && std::isfinite(o.init_std), Code::kInvalidArgument,
                "--init-std must be > 0");
   ENGRAM_CHECK(o.corpus_files.empty() || !o.layout.tokenizer_path.empty(), Code::kInvalidArgument,
                "--corpus needs a tokenizer: give --tokenizer tokenizer.json or [model] tokenizer "
                "in the config");
+  ENGRAM_CHECK(o.shard_count >= 1 && o.shard_index < o.shard_count, Code::kInvalidArgument,
+               "bad --shard");
   Layout layout = ResolveLayout(o.layout);
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
+  const bool sharded = o.shard_count > 1;
+  const uint64_t memory = o.memory_bytes ? o.memory_bytes : DefaultBuildMemory();
+  const std::string temp_dir = o.temp_dir.empty()
+                                   ? base::DirName(o.output.empty() ? std::string("x") : o.output)
+                                   : o.temp_dir;
   WriterOptions wo;
   wo.chunk_log2 = o.chunk_log2;
   wo.with_stats = o.with_stats;
+  wo.sketch_owners = o.owners == "sketch";
   wo.threads = threads;
   res.plan = PlanSizes(layout, wo);
 
@@ -252,28 +231,87 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   so.doc_per_file = o.doc_per_file;
   so.ids_are_canonical = o.ids_are_canonical;
   so.threads = threads;
+  so.block_ids = std::max<size_t>(o.block_tokens, 64);
+  // Exact shards split the corpus; sketch shards read it all and split the sub-tables.
+  if (o.owners == "exact") {
+    so.shard_index = o.shard_index;
+    so.shard_count = o.shard_count;
+  }
   const uint64_t input_bytes = InputBytes(so);
-  // Upper bound of distinct n-grams: every input token starts one n-gram per order.
-  uint64_t approx_tokens = input_bytes / 4;
-  uint64_t counter_bytes = 0;
-  for (uint32_t n = hash::kMinOrder; n <= layout.spec.max_order; ++n)
-    counter_bytes += approx_tokens * NgramCounter::BytesPerEntry(n);
-  res.ram_estimate = counter_bytes + (o.with_stats ? 0 : layout.total_rows * 4) + (64ull << 20);
-  res.temp_estimate = 0;
+  const uint64_t approx_tokens = o.corpus_files.empty() ? input_bytes / 4 : input_bytes / 4;
+  const uint32_t orders = layout.spec.max_order - 1;
+  if (o.owners == "exact") {
+    uint64_t need = 0;
+    for (uint32_t n = hash::kMinOrder; n <= layout.spec.max_order; ++n)
+      need += approx_tokens * NgramCounter::BytesPerEntry(n);
+    res.ram_estimate =
+        std::min(need, memory) + (o.with_stats ? 0 : layout.total_rows * 4) + (128ull << 20);
+    // Spill runs hold at most every n-gram once per run, zstd-compressed (about 2x).
+    res.temp_estimate =
+        need > memory ? approx_tokens * orders * (layout.spec.max_order * 4 + 8) / 2 : 0;
+  } else {
+    res.ram_estimate = layout.total_rows * 16 +
+                       2 * (16ull << 20) * (layout.spec.max_order + orders) + (128ull << 20);
+    res.temp_estimate = 0;
+  }
   res.layout = layout;
   if (o.dry_run) {
     res.dry_run = true;
     res.seconds = sw.Seconds();
     return res;
   }
-  TableWriter writer(o.output, layout, wo);
-  std::vector<NgramCounter> counters;
-  for (uint32_t n = hash::kMinOrder; n <= layout.spec.max_order; ++n) counters.emplace_back(n);
-  NgramFeeder feeder(layout.spec, &counters);
+
+  // Count: blocks are gathered in batches of `threads` and counted in parallel.
+  std::unique_ptr<ExactCounter> exact;
+  std::unique_ptr<SketchOwners> sketch;
+  if (o.owners == "exact")
+    exact = std::make_unique<ExactCounter>(layout.spec, memory, temp_dir, threads, reporter);
+  else
+    sketch = std::make_unique<SketchOwners>(layout, threads, o.shard_index, o.shard_count);
+  struct Owned {
+    std::vector<uint32_t> context, ids;
+  };
+  std::vector<Owned> batch;
+  uint64_t done_tokens = 0;
+  const uint64_t est_tokens = std::max<uint64_t>(approx_tokens / (exact ? o.shard_count : 1), 1);
+  base::Stopwatch count_sw;
+  auto run_batch = [&] {
+    const int64_t nb = static_cast<int64_t>(batch.size());
+    std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int64_t i = 0; i < nb; ++i) {
+      try {
+        TokenBlock b;
+        b.context = batch[i].context;
+        b.ids = batch[i].ids;
+        exact->AddBlock(b, omp_get_thread_num());
+      } catch (...) {
+#pragma omp critical
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    batch.clear();
+  };
   TokenStreamStats st;
   if (!o.token_files.empty() || !o.corpus_files.empty()) {
     st = StreamTokens(
-        so, layout, [&](std::span<const uint32_t> block) { feeder.Feed(block); }, reporter);
+        so, layout,
+        [&](const TokenBlock& b) {
+          done_tokens += b.ids.size();
+          if (sketch) {
+            sketch->AddBlock(b);
+          } else {
+            batch.push_back({std::vector<uint32_t>(b.context.begin(), b.context.end()),
+                             std::vector<uint32_t>(b.ids.begin(), b.ids.end())});
+            if (static_cast<int>(batch.size()) >= threads) run_batch();
+          }
+          reporter.Progress("count n-grams", done_tokens, std::max(est_tokens, done_tokens),
+                            "tokens");
+        },
+        reporter);
+    if (exact && !batch.empty()) run_batch();
+    reporter.ProgressDone("count n-grams");
     if (st.replaced_utf8)
       reporter.Log(base::LogLevel::kNote,
                    "corpus: " + std::to_string(st.replaced_utf8) +
@@ -281,29 +319,139 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   }
   res.tokens = st.tokens;
   res.documents = st.documents;
+  if (exact && exact->runs())
+    reporter.Log(base::LogLevel::kInfo,
+                 "counting spilled " + std::to_string(exact->runs()) + " sorted runs (" +
+                     base::FormatBytes(exact->spilled_bytes()) + " zstd) to " + temp_dir);
 
+  if (sharded) {
+    PartHeader h;
+    h.mode = o.owners;
+    h.shard_index = o.shard_index;
+    h.shard_count = o.shard_count;
+    h.tokens = st.tokens;
+    h.documents = st.documents;
+    h.options = OptionsJson(o);
+    h.layout = layout;
+    base::TempFile tf(o.output);
+    {
+      ZstdWriter w(tf.temp_path(), 3);
+      std::string hdr = EncodePartHeader(h);
+      w.Write(hdr.data(), hdr.size());
+      if (exact)
+        exact->WriteMerged(w);
+      else
+        sketch->WriteCells(w);
+      w.Close(true);
+    }
+    tf.Commit();
+    res.seconds = sw.Seconds();
+    return res;
+  }
+
+  TableWriter writer(o.output, layout, wo);
   OwnerArrays oa{writer.tags(), writer.stats(), {}};
   if (!oa.stats) oa.own.assign(layout.total_rows, 0);
-  for (const auto& c : counters) {
-    res.ngrams_distinct += c.size();
-    reporter.Progress("assign owners", static_cast<uint64_t>(&c - counters.data()), counters.size(),
-                      "orders");
-    AssignOwners(layout, c, &oa, threads);
+  if (exact) {
+    OwnerAssigner assign(layout, &oa, threads);
+    uint32_t order_now = 0;
+    exact->Merge(
+        [&](uint32_t n) {
+          assign.BeginOrder(n);
+          order_now = n;
+          reporter.Progress("assign owners", n - hash::kMinOrder, orders, "orders");
+        },
+        [&](const uint32_t* ids, uint64_t count) { assign.Add(ids, count); });
+    assign.Flush();
+    res.ngrams_distinct = assign.distinct();
+    (void)order_now;
+  } else {
+    sketch->Finish(&oa);
   }
   reporter.ProgressDone("assign owners");
-  counters.clear();
-  for (uint64_t r = 0; r < layout.total_rows; ++r) res.owned_rows += oa.tags[r] != hash::kNoOwner;
+  exact.reset();  // spill runs go now
+  sketch.reset();
+  FinishTable(writer, layout, o, Provenance(o, st, base::UnixNow()), threads, &res, reporter);
+  res.seconds = sw.Seconds();
+  return res;
+}
 
-  if (!o.values_path.empty())
-    CopyValues(o, layout, writer.rows(), writer.scales(), reporter);
-  else if (o.init == "normal")
-    FillNormal(layout, o.init_seed, o.init_std, writer.rows(), writer.scales(), threads);
-  else if (layout.dtype == base::DType::kF8E4M3)
-    std::memset(writer.scales(), 127, layout.total_rows * layout.scale_stride());
-
-  uint64_t created = base::UnixNow();
-  writer.SetProvenance(Provenance(o, st, created));
-  writer.Commit(reporter);
+BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
+  base::Stopwatch sw;
+  ENGRAM_CHECK(!mo.parts.empty(), Code::kInvalidArgument,
+               "merge needs the partial summaries of every shard");
+  ENGRAM_CHECK(!mo.output.empty(), Code::kInvalidArgument, "no output path; give -o TABLE");
+  const int threads = mo.threads > 0 ? mo.threads : omp_get_max_threads();
+  std::vector<std::unique_ptr<ZstdReader>> readers;
+  std::vector<PartHeader> headers;
+  for (const auto& p : mo.parts) {
+    readers.push_back(std::make_unique<ZstdReader>(p));
+    headers.push_back(ReadPartHeader(*readers.back()));
+  }
+  const PartHeader& h0 = headers[0];
+  std::vector<int> seen(h0.shard_count, -1);
+  for (size_t i = 0; i < headers.size(); ++i) {
+    std::string why = DescribePartMismatch(h0, headers[i]);
+    ENGRAM_CHECK(
+        why.empty(), Code::kInvalidArgument,
+        mo.parts[i] << " does not belong to the same build as " << mo.parts[0] << ": " << why);
+    ENGRAM_CHECK(seen[headers[i].shard_index] < 0, Code::kInvalidArgument,
+                 mo.parts[i] << " and " << mo.parts[seen[headers[i].shard_index]]
+                             << " are both shard " << headers[i].shard_index << "/"
+                             << h0.shard_count);
+    seen[headers[i].shard_index] = static_cast<int>(i);
+  }
+  for (uint32_t k = 0; k < h0.shard_count; ++k)
+    ENGRAM_CHECK(seen[k] >= 0, Code::kInvalidArgument,
+                 "shard " << k << "/" << h0.shard_count
+                          << " is missing; merge needs the parts of all " << h0.shard_count
+                          << " shards");
+  BuildOptions o;
+  ApplyOptionsJson(h0.options, &o);
+  o.command_line = mo.command_line;
+  const Layout& layout = h0.layout;
+  WriterOptions wo;
+  wo.chunk_log2 = o.chunk_log2;
+  wo.with_stats = o.with_stats;
+  wo.sketch_owners = o.owners == "sketch";
+  wo.threads = threads;
+  BuildResult res;
+  res.layout = layout;
+  res.plan = PlanSizes(layout, wo);
+  TokenStreamStats st;
+  for (const auto& h : headers) {
+    // Sketch shards each read the whole corpus: count it once.
+    st.tokens = h0.mode == "sketch" ? h.tokens : st.tokens + h.tokens;
+    st.documents = h0.mode == "sketch" ? h.documents : st.documents + h.documents;
+  }
+  res.tokens = st.tokens;
+  res.documents = st.documents;
+  TableWriter writer(mo.output, layout, wo);
+  OwnerArrays oa{writer.tags(), writer.stats(), {}};
+  if (!oa.stats) oa.own.assign(layout.total_rows, 0);
+  if (h0.mode == "exact") {
+    std::vector<ZstdReader*> rs;
+    for (auto& r : readers) rs.push_back(r.get());
+    OwnerAssigner assign(layout, &oa, threads);
+    for (uint32_t n = hash::kMinOrder; n <= layout.spec.max_order; ++n) {
+      assign.BeginOrder(n);
+      MergePartStreams(rs, n, [&](const uint32_t* ids, uint64_t count) { assign.Add(ids, count); });
+    }
+    assign.Flush();
+    res.ngrams_distinct = assign.distinct();
+  } else {
+    SketchOwners sk(layout, threads);
+    for (auto& r : readers) sk.ReadCells(*r);
+    sk.Finish(&oa);
+  }
+  std::string prov = "{\"creator\":" + base::JsonString(kVersionString) +
+                     ",\"command\":" + base::JsonString(mo.command_line) +
+                     ",\"created_unix\":" + std::to_string(base::UnixNow()) +
+                     ",\"owner_mode\":" + base::JsonString(o.owners) +
+                     ",\"tokens\":" + std::to_string(st.tokens) +
+                     ",\"documents\":" + std::to_string(st.documents) +
+                     ",\"merged_parts\":" + std::to_string(headers.size()) + "}";
+  FinishTable(writer, layout, o, prov, threads, &res, reporter);
   res.seconds = sw.Seconds();
   return res;
 }

@@ -31,11 +31,13 @@ struct BuildOptions {
   std::string scales_tensor;  // fp8 tables: e8m0 scales [total_rows, row_dim / 32]
   bool with_stats = true;
   bool dry_run = false;
-  int threads = 0;               // 0 = all cores
-  uint64_t memory_bytes = 0;     // 0 = default budget
-  std::string temp_dir;          // "" = next to the output
-  std::string owners = "exact";  // exact | sketch
-  std::string command_line;      // recorded in PROVENANCE
+  int threads = 0;                            // 0 = all cores
+  uint64_t memory_bytes = 0;                  // 0 = default budget
+  std::string temp_dir;                       // "" = next to the output
+  std::string owners = "exact";               // exact | sketch
+  uint32_t shard_index = 0, shard_count = 1;  // count > 1: write a partial summary to `output`
+  size_t block_tokens = 1u << 22;  // parallel/shard granularity (results do not depend on it)
+  std::string command_line;        // recorded in PROVENANCE
   uint32_t chunk_log2 = kDefaultChunkLog2;
 };
 
@@ -51,6 +53,18 @@ struct BuildResult {
 // Throws kInvalidArgument/kConfig on bad options (before reading any input), kIo/kCorrupt on
 // input problems. On any failure the output path is untouched.
 BuildResult Build(const BuildOptions& opts, base::Reporter& reporter);
+
+struct MergeOptions {
+  std::vector<std::string> parts;
+  std::string output;
+  int threads = 0;
+  std::string command_line;
+};
+
+// Combines the partial summaries of every shard of one build into the table a one-process build
+// writes (same owners, tags, statistics, rows and checksums; only PROVENANCE differs). Throws
+// kInvalidArgument naming missing, duplicate or mismatched parts.
+BuildResult Merge(const MergeOptions& opts, base::Reporter& reporter);
 
 // Human-readable dry-run summary.
 std::string DescribePlan(const BuildResult& r, const BuildOptions& opts);

@@ -39,8 +39,9 @@ std::string FoldedProvenance(const std::string& old, uint64_t entries) {
   if (!j.is_object()) j = base::Json::MakeObject({{"previous", base::Json::MakeString(old)}});
   std::vector<base::Json> folds;
   if (const base::Json* f = j.Find("folded"); f && f->is_array()) folds = f->items();
-  folds.push_back(base::Json::MakeObject({{"entries", base::Json::MakeNumber(static_cast<int64_t>(entries))},
-                                          {"unix", base::Json::MakeNumber(static_cast<int64_t>(base::UnixNow()))}}));
+  folds.push_back(base::Json::MakeObject(
+      {{"entries", base::Json::MakeNumber(static_cast<int64_t>(entries))},
+       {"unix", base::Json::MakeNumber(static_cast<int64_t>(base::UnixNow()))}}));
   if (folds.size() > 100) folds.erase(folds.begin(), folds.end() - 100);  // PROVENANCE stays small
   j.Set("folded", base::Json::MakeArray(std::move(folds)));
   return j.Dump();
@@ -67,11 +68,13 @@ FoldResult SortBuckets(const FoldOptions& o, base::Reporter& reporter) {
   }
   // Bucket order: sort (row, seq) pairs in parallel; the last entry per row wins.
   std::vector<std::pair<uint64_t, uint32_t>> order(js.committed.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = {js.committed[i].row, static_cast<uint32_t>(i)};
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = {js.committed[i].row, static_cast<uint32_t>(i)};
   __gnu_parallel::sort(order.begin(), order.end(), __gnu_parallel::default_parallel_tag(threads));
   std::vector<uint32_t> winners;
   for (size_t i = 0; i < order.size(); ++i)
-    if (i + 1 == order.size() || order[i + 1].first != order[i].first) winners.push_back(order[i].second);
+    if (i + 1 == order.size() || order[i + 1].first != order[i].first)
+      winners.push_back(order[i].second);
   res.rows = winners.size();
 
   const Reader& r = view->reader();
@@ -84,15 +87,20 @@ FoldResult SortBuckets(const FoldOptions& o, base::Reporter& reporter) {
   TableWriter w(res.output, l, wo);
   reporter.Progress("fold", 0, 4, "steps");
   ParallelCopy(w.rows(), r.RowBytes(0), l.total_rows * l.row_stride(), threads);
-  if (l.scale_stride()) ParallelCopy(w.scales(), r.ScaleBytes(0), l.total_rows * l.scale_stride(), threads);
-  ParallelCopy(reinterpret_cast<uint8_t*>(w.tags()), r.Section(SectionType::kTags).data(), l.total_rows * 4, threads);
-  if (w.stats()) ParallelCopy(w.stats(), r.Section(SectionType::kStats).data(), l.total_rows * kStatsRowSize, threads);
+  if (l.scale_stride())
+    ParallelCopy(w.scales(), r.ScaleBytes(0), l.total_rows * l.scale_stride(), threads);
+  ParallelCopy(reinterpret_cast<uint8_t*>(w.tags()), r.Section(SectionType::kTags).data(),
+               l.total_rows * 4, threads);
+  if (w.stats())
+    ParallelCopy(w.stats(), r.Section(SectionType::kStats).data(), l.total_rows * kStatsRowSize,
+                 threads);
   reporter.Progress("fold", 2, 4, "steps");
   for (uint32_t idx : winners) {
     const JournalEntry& e = js.committed[idx];
     std::memcpy(w.rows() + e.row * l.row_stride(), e.value.data(), l.row_stride());
     if (l.scale_stride())
-      std::memcpy(w.scales() + e.row * l.scale_stride(), e.value.data() + l.row_stride(), l.scale_stride());
+      std::memcpy(w.scales() + e.row * l.scale_stride(), e.value.data() + l.row_stride(),
+                  l.scale_stride());
     w.tags()[e.row] = e.tag;
     // owner_count 0 marks an owner set by append (it has no corpus count); totals stay.
     if (w.stats()) base::StoreLE<uint32_t>(w.stats() + e.row * kStatsRowSize, 0);

@@ -20,8 +20,8 @@ struct FoldOptions {
 
 struct FoldResult {
   std::string output;
-  uint64_t entries = 0;       // committed journal entries folded
-  uint64_t rows = 0;          // distinct rows they wrote (last writer wins)
+  uint64_t entries = 0;  // committed journal entries folded
+  uint64_t rows = 0;     // distinct rows they wrote (last writer wins)
   bool nothing_to_do = false;
   double seconds = 0;
 };

@@ -33,7 +33,8 @@ const uint64_t kPage = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 
 // Residency of every page. mincore over pages this process never touched walks the page cache
 // page by page (~100 ms per 4 GiB), so large files are scanned in parallel slices.
-std::vector<unsigned char> Mincore(const uint8_t* base, uint64_t len, const std::string& path, int threads = 0) {
+std::vector<unsigned char> Mincore(const uint8_t* base, uint64_t len, const std::string& path,
+                                   int threads = 0) {
   std::vector<unsigned char> v((len + kPage - 1) / kPage);
   if (len == 0) return v;
   const uint64_t slice = 256ull << 20;
@@ -43,20 +44,23 @@ std::vector<unsigned char> Mincore(const uint8_t* base, uint64_t len, const std:
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(| : failed)
   for (int64_t i = 0; i < slices; ++i) {
     uint64_t off = static_cast<uint64_t>(i) * slice;
-    if (::mincore(const_cast<uint8_t*>(base) + off, std::min(slice, len - off), v.data() + off / kPage) != 0)
+    if (::mincore(const_cast<uint8_t*>(base) + off, std::min(slice, len - off),
+                  v.data() + off / kPage) != 0)
       failed |= 1;
   }
   if (failed) ENGRAM_THROW(Code::kIo, path << ": mincore failed: " << std::strerror(errno));
   return v;
 }
 
-uint64_t ResidentIn(const std::vector<unsigned char>& pages, uint64_t offset, uint64_t len, uint64_t file_len) {
+uint64_t ResidentIn(const std::vector<unsigned char>& pages, uint64_t offset, uint64_t len,
+                    uint64_t file_len) {
   if (len == 0) return 0;
   uint64_t first = offset / kPage, last = (std::min(offset + len, file_len) - 1) / kPage;
   uint64_t n = 0;
   for (uint64_t p = first; p <= last && p < pages.size(); ++p)
     if (pages[p] & 1) {
-      uint64_t a = std::max(offset, p * kPage), b = std::min({offset + len, (p + 1) * kPage, file_len});
+      uint64_t a = std::max(offset, p * kPage),
+               b = std::min({offset + len, (p + 1) * kPage, file_len});
       n += b - a;
     }
   return n;
@@ -78,7 +82,8 @@ Residency Status(const std::string& path) {
     r.parts.push_back({"header", 0, kHeaderSize, ResidentIn(pages, 0, kHeaderSize, m.size())});
     for (uint32_t i = 0; i < h.n_sections; ++i) {
       const SectionEntry& e = h.sections[i];
-      r.parts.push_back({std::string(SectionName(e.type)), e.offset, e.size, ResidentIn(pages, e.offset, e.size, m.size())});
+      r.parts.push_back({std::string(SectionName(e.type)), e.offset, e.size,
+                         ResidentIn(pages, e.offset, e.size, m.size())});
     }
     if (m.size() > h.file_size)
       r.parts.push_back({"journal", h.file_size, m.size() - h.file_size,
@@ -94,7 +99,8 @@ WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) 
   base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
   const uint64_t len = base::RegularFileSize(fd.get(), path);
   res.bytes = len;
-  base::MappedFile m = base::MappedFile::FromFd(fd.get(), len, base::MappedFile::Mode::kReadOnly, path);
+  base::MappedFile m =
+      base::MappedFile::FromFd(fd.get(), len, base::MappedFile::Mode::kReadOnly, path);
   if (len == 0) return res;
   if (threads <= 0) threads = std::max(2, omp_get_max_threads());
   auto pages = Mincore(m.data(), len, path, threads);
@@ -125,7 +131,8 @@ WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) 
         // Start the next chunk's I/O asynchronously while this one is faulted in.
         if (i + static_cast<size_t>(threads) < chunks.size()) {
           auto [o2, n2] = chunks[i + threads];
-          ::posix_fadvise(fd.get(), static_cast<off_t>(o2), static_cast<off_t>(n2), POSIX_FADV_WILLNEED);
+          ::posix_fadvise(fd.get(), static_cast<off_t>(o2), static_cast<off_t>(n2),
+                          POSIX_FADV_WILLNEED);
         }
         uint8_t* p = const_cast<uint8_t*>(m.data()) + off;
         if (::madvise(p, n, MADV_POPULATE_READ) != 0) {
@@ -167,11 +174,14 @@ ResidentLock::ResidentLock(const std::string& path) : map_(base::MappedFile::Ope
     int e = errno;
     struct rlimit rl {};
     ::getrlimit(RLIMIT_MEMLOCK, &rl);
-    ENGRAM_THROW(Code::kIo, path << ": cannot lock " << base::FormatBytes(map_.size()) << " in memory: " << std::strerror(e)
-                                 << " (memlock limit " << (rl.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
-                                                                                          : base::FormatBytes(rl.rlim_cur))
-                                 << "); raise it with 'ulimit -l unlimited' (or LimitMEMLOCK= in a systemd unit), "
-                                    "or run as root");
+    ENGRAM_THROW(
+        Code::kIo,
+        path << ": cannot lock " << base::FormatBytes(map_.size())
+             << " in memory: " << std::strerror(e) << " (memlock limit "
+             << (rl.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
+                                              : base::FormatBytes(rl.rlim_cur))
+             << "); raise it with 'ulimit -l unlimited' (or LimitMEMLOCK= in a systemd unit), "
+                "or run as root");
   }
 }
 
@@ -183,24 +193,27 @@ std::string Residency::ToText() const {
   std::ostringstream os;
   auto pct = [](uint64_t a, uint64_t b) {
     char buf[16];
-    std::snprintf(buf, sizeof buf, "%5.1f%%", b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 100.0);
+    std::snprintf(buf, sizeof buf, "%5.1f%%",
+                  b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 100.0);
     return std::string(buf);
   };
-  os << path << ": " << base::FormatBytes(resident_bytes) << " of " << base::FormatBytes(bytes) << " resident ("
-     << pct(resident_bytes, bytes) << ")\n";
+  os << path << ": " << base::FormatBytes(resident_bytes) << " of " << base::FormatBytes(bytes)
+     << " resident (" << pct(resident_bytes, bytes) << ")\n";
   for (const auto& p : parts)
-    os << "  " << p.name << std::string(12 - std::min<size_t>(11, p.name.size()), ' ') << pct(p.resident_bytes, p.bytes)
-       << "  " << base::FormatBytes(p.resident_bytes) << " of " << base::FormatBytes(p.bytes) << "\n";
+    os << "  " << p.name << std::string(12 - std::min<size_t>(11, p.name.size()), ' ')
+       << pct(p.resident_bytes, p.bytes) << "  " << base::FormatBytes(p.resident_bytes) << " of "
+       << base::FormatBytes(p.bytes) << "\n";
   return os.str();
 }
 
 std::string Residency::ToJson() const {
   std::ostringstream os;
-  os << "{\"path\":" << base::JsonString(path) << ",\"bytes\":" << bytes << ",\"resident_bytes\":" << resident_bytes
-     << ",\"parts\":[";
+  os << "{\"path\":" << base::JsonString(path) << ",\"bytes\":" << bytes
+     << ",\"resident_bytes\":" << resident_bytes << ",\"parts\":[";
   for (size_t i = 0; i < parts.size(); ++i)
-    os << (i ? "," : "") << "{\"name\":\"" << parts[i].name << "\",\"offset\":" << parts[i].offset << ",\"bytes\":"
-       << parts[i].bytes << ",\"resident_bytes\":" << parts[i].resident_bytes << "}";
+    os << (i ? "," : "") << "{\"name\":\"" << parts[i].name << "\",\"offset\":" << parts[i].offset
+       << ",\"bytes\":" << parts[i].bytes << ",\"resident_bytes\":" << parts[i].resident_bytes
+       << "}";
   os << "]}";
   return os.str();
 }

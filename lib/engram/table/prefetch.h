@@ -29,10 +29,10 @@ struct Residency {
 Residency Status(const std::string& path);
 
 struct WarmResult {
-  uint64_t bytes = 0;              // file size
-  uint64_t already_resident = 0;   // before
-  uint64_t resident = 0;           // after
-  uint64_t read_bytes = 0;         // bytes we asked the kernel to bring in
+  uint64_t bytes = 0;             // file size
+  uint64_t already_resident = 0;  // before
+  uint64_t resident = 0;          // after
+  uint64_t read_bytes = 0;        // bytes we asked the kernel to bring in
   double seconds = 0;
 };
 

@@ -13,11 +13,6 @@
 
 namespace engram::table {
 
-namespace {
-constexpr size_t kBlockIds = 1u << 22;        // 16 MiB of u32 per read
-constexpr size_t kTextBatchBytes = 8u << 20;  // text per parallel tokenization batch
-}  // namespace
-
 uint64_t InputBytes(const TokenStreamOptions& o) {
   uint64_t total = 0;
   for (const auto* list : {&o.token_files, &o.corpus_files})
@@ -29,14 +24,41 @@ uint64_t InputBytes(const TokenStreamOptions& o) {
 }
 
 TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
-                              const std::function<void(std::span<const uint32_t>)>& sink,
+                              const std::function<void(const TokenBlock&)>& sink,
                               base::Reporter& reporter) {
   TokenStreamStats st;
   st.input_bytes = InputBytes(o);
   uint64_t bytes_done = 0;
   uint64_t block_index = 0;
+  const size_t ctx_len = layout.spec.max_order - 1;
+  std::vector<uint32_t> context;  // the tail of the previous block's unfinished document
+  auto mine = [&](uint64_t index) { return index % o.shard_count == o.shard_index; };
   auto deliver = [&](std::span<const uint32_t> b) {
-    if (block_index++ % o.shard_count == o.shard_index) sink(b);
+    TokenBlock blk;
+    blk.index = block_index++;
+    blk.context = context;
+    blk.ids = b;
+    if (mine(blk.index)) {
+      for (uint32_t id : b) {
+        if (id == kDocSeparator)
+          st.documents++;
+        else
+          st.tokens++;
+      }
+      sink(blk);
+    }
+    // The next block continues this block's last document unless it ended with a separator.
+    if (!b.empty() && b.back() != kDocSeparator) {
+      std::vector<uint32_t> next;
+      size_t start = b.size();
+      while (start > 0 && b[start - 1] != kDocSeparator && b.size() - start < ctx_len) --start;
+      if (start == 0 && b.size() < ctx_len)  // the document began before this block
+        next.assign(context.end() - std::min(context.size(), ctx_len - b.size()), context.end());
+      next.insert(next.end(), b.begin() + start, b.end());
+      context = std::move(next);
+    } else {
+      context.clear();
+    }
   };
   const bool map_ids = !layout.canon_map.empty() && !o.ids_are_canonical;
   const uint32_t limit =
@@ -52,24 +74,20 @@ TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
     std::vector<uint32_t> carry;  // the unfinished document at the end of a read
     bool any = false;
     while (off < size) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(kBlockIds, (size - off) / 4));
+      size_t n = static_cast<size_t>(std::min<uint64_t>(o.block_ids, (size - off) / 4));
       buf.resize(carry.size() + n);
       std::copy(carry.begin(), carry.end(), buf.begin());
       base::PreadFull(fd.get(), buf.data() + carry.size(), n * 4, off, path);
       uint32_t* p = buf.data() + carry.size();
       for (size_t i = 0; i < n; ++i) {
         uint32_t id = p[i];
-        if (id == kDocSeparator) {
-          st.documents++;
-          continue;
-        }
+        if (id == kDocSeparator) continue;
         ENGRAM_CHECK(id < limit, Code::kCorrupt,
                      path << ": token id " << id << " at byte offset " << off + i * 4
                           << " is outside the " << (map_ids ? "tokenizer's " : "canonical ")
                           << "vocabulary of " << limit
                           << " ids; was the file made with another tokenizer?");
         if (map_ids) p[i] = layout.canon_map[id];
-        st.tokens++;
         any = true;
       }
       off += n * 4;
@@ -79,10 +97,9 @@ TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
       size_t cut = buf.size();
       while (cut > 0 && buf[cut - 1] != kDocSeparator) --cut;
       if (off >= size) cut = buf.size();
-      if (cut == 0 && buf.size() >= kBlockIds) cut = buf.size();
+      if (cut == 0 && buf.size() >= o.block_ids) cut = buf.size();
       if (off >= size && (buf.empty() || buf.back() != kDocSeparator) && any) {
         buf.push_back(kDocSeparator);
-        st.documents++;
         cut = buf.size();
       }
       carry.assign(buf.begin() + cut, buf.end());
@@ -102,6 +119,11 @@ TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
     std::vector<std::string> docs;
     auto flush = [&] {
       if (docs.empty()) return;
+      if (!mine(block_index)) {  // another shard's batch: skip without tokenizing
+        docs.clear();
+        ++block_index;
+        return;
+      }
       std::vector<std::vector<uint32_t>> out(docs.size());
       std::vector<size_t> replaced(docs.size(), 0);
       std::exception_ptr error;
@@ -125,8 +147,6 @@ TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
           buf.push_back(map_ids ? layout.canon_map[id] : id);
         }
         buf.push_back(kDocSeparator);
-        st.tokens += out[d].size();
-        st.documents++;
       }
       docs.clear();
       if (!buf.empty()) deliver(buf);
@@ -140,7 +160,7 @@ TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
         bytes_done += size;
         size_t pending = 0;
         for (auto& d : docs) pending += d.size();
-        if (pending >= kTextBatchBytes) flush();
+        if (pending >= o.block_ids * 4) flush();
         reporter.Progress("tokenize", bytes_done, st.input_bytes, "bytes");
         continue;
       }
@@ -164,7 +184,7 @@ TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
         }
         partial.append(chunk.data() + start, got - start);
         bytes_done += got;
-        if (pending >= kTextBatchBytes) {
+        if (pending >= o.block_ids * 4) {
           flush();
           pending = 0;
           reporter.Progress("tokenize", bytes_done, st.input_bytes, "bytes");

@@ -24,6 +24,9 @@ struct TokenStreamOptions {
   // Only blocks whose index i satisfies i % shard_count == shard_index are delivered
   // (documents never span blocks: a block boundary is always a document boundary).
   uint32_t shard_index = 0, shard_count = 1;
+  // Ids per block of a u32 file (text: bytes per tokenized batch / 4). Only the granularity of
+  // parallel work and shards; results do not depend on it.
+  size_t block_ids = 1u << 22;
 };
 
 struct TokenStreamStats {
@@ -36,13 +39,21 @@ struct TokenStreamStats {
 // Total input size, for progress/ETA (0 when unknown).
 uint64_t InputBytes(const TokenStreamOptions& o);
 
-// Calls sink(block) for each block in input order. Blocks hold whole documents terminated by
-// kDocSeparator (a u32 file's final document is terminated too), except that one document longer
-// than a block is split across consecutive blocks with no separator between the pieces: callers
-// that need history must carry it (the counters do). Throws kCorrupt naming the file and offset
-// for ids outside the vocabulary.
+// A block of canonical ids: documents separated by kDocSeparator (the last one terminated too,
+// unless it continues in the next block). `context` holds up to max_order - 1 ids that precede
+// the block inside the same document (empty when the block starts a document), so every block can
+// be processed on its own, in any order, by any thread or shard.
+struct TokenBlock {
+  uint64_t index = 0;  // position in the stream (shards take index % count)
+  std::span<const uint32_t> context;
+  std::span<const uint32_t> ids;
+};
+
+// Calls sink(block) for this shard's blocks in input order. Block boundaries depend only on the
+// input, never on threads or shards. Throws kCorrupt naming the file and offset for ids outside
+// the vocabulary.
 TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
-                              const std::function<void(std::span<const uint32_t>)>& sink,
+                              const std::function<void(const TokenBlock&)>& sink,
                               base::Reporter& reporter);
 
 }  // namespace engram::table

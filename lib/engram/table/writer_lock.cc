@@ -20,20 +20,23 @@ WriterLock::WriterLock(const std::string& path, bool wait, std::string_view what
     base::RegularFileSize(fd_.get(), path);
     lock_ = std::make_unique<base::FileLock>(fd_.get(), path, wait, what_for);
     struct stat a, b;
-    if (::fstat(fd_.get(), &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+    if (::fstat(fd_.get(), &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_ino == b.st_ino &&
+        a.st_dev == b.st_dev)
       return;
     // A fold renamed a new table over the path while we waited: lock that one instead.
     lock_.reset();
     fd_ = base::UniqueFd();
   }
-  ENGRAM_THROW(Code::kIo, path << ": the table keeps being replaced while " << what_for << " waits for its lock");
+  ENGRAM_THROW(Code::kIo, path << ": the table keeps being replaced while " << what_for
+                               << " waits for its lock");
 }
 
 WriterLock::~WriterLock() = default;
 
 void RemoveStaleTempFiles(const std::string& path) {
   std::string dir = base::DirName(path);
-  std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  std::string name =
+      path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
   std::string prefix = name + ".tmp.";
   DIR* d = ::opendir(dir.c_str());
   if (!d) return;
@@ -43,7 +46,8 @@ void RemoveStaleTempFiles(const std::string& path) {
     char* end = nullptr;
     long pid = std::strtol(f.c_str() + prefix.size(), &end, 10);
     if (!end || *end != '\0' || pid <= 0) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // its writer still runs
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+      continue;  // its writer still runs
     ::unlink((dir + "/" + f).c_str());
   }
   ::closedir(d);

@@ -1,0 +1,43 @@
+// Finds and dlopens libengram_model.so for `engramctl run` (torch-free).
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "engram/base/file.h"
+#include "engram/model/run.h"
+
+namespace engram::model {
+
+RunFn LoadModelPlugin() {
+  std::vector<std::string> candidates;
+  if (const char* p = std::getenv("ENGRAM_MODEL_PLUGIN"); p && *p) candidates.push_back(p);
+  char exe[4096];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    std::string dir = base::DirName(exe);
+    candidates.push_back(dir + "/../lib/libengram_model.so");
+    candidates.push_back(dir + "/libengram_model.so");
+  }
+  candidates.push_back("libengram_model.so");
+  std::string errors;
+  for (const auto& c : candidates) {
+    if (c.find('/') != std::string::npos && !base::PathExists(c)) continue;
+    void* h = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      errors += std::string("\n  ") + ::dlerror();
+      continue;
+    }
+    auto fn = reinterpret_cast<RunFn>(::dlsym(h, kRunSymbol));
+    ENGRAM_CHECK(fn != nullptr, Code::kInternal, c << " has no " << kRunSymbol << "; it belongs to another engramctl version");
+    return fn;
+  }
+  ENGRAM_THROW(Code::kInvalidArgument,
+               "the model module (libengram_model.so) is not available: this engramctl was built without libtorch "
+               "(-DENGRAM_WITH_TORCH=OFF) or the library is missing; rebuild with -DENGRAM_WITH_TORCH=ON"
+                   << errors);
+}
+
+}  // namespace engram::model

@@ -1,0 +1,377 @@
+// The MoE+Engram decoder in libtorch: weights from safetensors, a preallocated KV cache,
+// DeepSeek-style MoE routing and the Engram branch. Mirrors scripts/model/engram_model.py.
+#include "engram/model/transformer.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "engram/base/dtype.h"
+#include "engram/base/error.h"
+#include "engram/table/safetensors.h"
+
+namespace engram::model {
+
+namespace {
+
+using torch::Tensor;
+namespace F = torch::nn::functional;
+
+// x @ w^T for x [..., in]: a matrix-vector product when x is one row (decode steps; BLAS gemm
+// with a single row packs the whole weight first), a matrix product otherwise.
+Tensor Lin(const Tensor& x, const Tensor& w) {
+  if (x.numel() == w.size(1)) {
+    auto shape = x.sizes().vec();
+    shape.back() = w.size(0);
+    return at::mv(w, x.reshape({-1})).view(shape);
+  }
+  return at::linear(x, w);
+}
+
+struct Linear {
+  Tensor w, b;  // [out, in], optional bias
+  Tensor operator()(const Tensor& x) const { return b.defined() ? Lin(x, w) + b : Lin(x, w); }
+};
+
+struct SwiGLU {
+  Tensor gate_up;  // [2I, H]: gate rows then up rows (one matmul)
+  Linear down;
+  int64_t inter = 0;
+  Tensor operator()(const Tensor& x) const {
+    Tensor gu = Lin(x, gate_up);
+    return down(at::silu(gu.narrow(-1, 0, inter)) * gu.narrow(-1, inter, inter));
+  }
+};
+
+struct EngramBranch {
+  Linear key, value;
+  Tensor norm_key, norm_query, conv_norm, conv_w;  // conv_w [H, K] (depthwise)
+  int kernel = 0, dilation = 1;
+  Tensor conv_state;                                // [B, span, H] previous normalised values
+};
+
+struct LayerW {
+  Tensor in_norm, post_norm;
+  Tensor qkv;  // [3H, H]
+  Linear o;
+  bool moe = false;
+  SwiGLU dense;
+  Tensor router;  // [E, H]
+  std::vector<SwiGLU> experts;
+  SwiGLU shared;
+  bool has_shared = false;
+  int engram = -1;
+  EngramBranch eg;
+  Tensor k_cache, v_cache;          // [B, heads, S, d] (f32/bf16) or uint8 codes (fp8)
+  Tensor k_scale, v_scale;          // fp8: [B, heads, S, 1]
+};
+
+Tensor RmsNorm(const Tensor& x, const Tensor& w, double eps) {
+  Tensor xf = x.to(torch::kFloat32);
+  Tensor y = xf * at::rsqrt(xf.pow(2).mean(-1, true) + eps);
+  return (y * w.to(torch::kFloat32)).to(x.scalar_type());
+}
+
+Tensor RotateHalf(const Tensor& x) {
+  int64_t h = x.size(-1) / 2;
+  return torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
+}
+
+class TorchTransformer final : public Transformer {
+ public:
+  TorchTransformer(const ModelConfig& cfg, const TransformerOptions& o) : cfg_(cfg), o_(o) {
+    if (o.threads > 0) at::set_num_threads(o.threads);
+    dtype_ = o.dtype == "bfloat16" || o.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+    std::string kv = o.kv_cache_dtype;
+    if (kv == "auto") kv = dtype_ == torch::kBFloat16 ? "bf16" : "f32";
+    fp8_cache_ = kv == "fp8" || kv == "fp8_e4m3";
+    cache_dtype_ = (kv == "bf16" || kv == "bfloat16") ? torch::kBFloat16 : torch::kFloat32;
+    heads_ = cfg.num_attention_heads;
+    head_dim_ = cfg.hidden_size / heads_;
+    Load();
+    // RoPE tables for every position.
+    Tensor inv = 1.0 / torch::pow(cfg.rope_theta, torch::arange(0, head_dim_, 2, torch::kFloat64) / head_dim_);
+    Tensor pos = torch::arange(0, o.max_seq, torch::kFloat64);
+    Tensor freqs = torch::outer(pos, inv).to(torch::kFloat32);
+    Tensor emb = torch::cat({freqs, freqs}, -1);
+    cos_ = emb.cos();
+    sin_ = emb.sin();
+    std::array<float, 256> lut;
+    for (int q = 0; q < 256; ++q) lut[q] = base::E4M3ToFloat(static_cast<uint8_t>(q));
+    e4m3_lut_ = torch::from_blob(lut.data(), {256}, torch::kFloat32).clone();
+    Reset();
+  }
+
+  void Reset() override {
+    const int64_t B = o_.max_batch, S = o_.max_seq;
+    for (auto& L : layers_) {
+      auto opts = torch::TensorOptions().dtype(fp8_cache_ ? torch::kUInt8 : cache_dtype_);
+      L.k_cache = torch::zeros({B, heads_, S, head_dim_}, opts);
+      L.v_cache = torch::zeros({B, heads_, S, head_dim_}, opts);
+      if (fp8_cache_) {
+        L.k_scale = torch::zeros({B, heads_, S, 1}, torch::kFloat32);
+        L.v_scale = torch::zeros({B, heads_, S, 1}, torch::kFloat32);
+      }
+      if (L.engram >= 0 && L.eg.kernel > 0)
+        L.eg.conv_state = torch::zeros({B, (L.eg.kernel - 1) * L.eg.dilation, cfg_.hidden_size}, dtype_);
+    }
+    valid_cache_ = torch::zeros({B, S}, torch::kBool);
+    len_ = 0;
+  }
+
+  uint64_t weight_bytes() const override { return weight_bytes_; }
+  uint64_t cache_bytes() const override {
+    uint64_t n = 0;
+    for (const auto& L : layers_) n += L.k_cache.nbytes() + L.v_cache.nbytes();
+    return n;
+  }
+
+  void Forward(const StepInput& in, std::vector<float>* logits_out) override {
+    torch::NoGradGuard ng;
+    const int64_t B = in.batch, T = in.T, H = cfg_.hidden_size;
+    ENGRAM_CHECK(B <= o_.max_batch, Code::kInvalidArgument, "batch " << B << " exceeds the runner's " << o_.max_batch);
+    ENGRAM_CHECK(len_ + T <= o_.max_seq, Code::kInvalidArgument,
+                 "the sequence would reach " << len_ + T << " tokens, more than the " << o_.max_seq
+                                             << " the model runs with; shorten the prompt or -n");
+    Tensor tok = torch::from_blob(const_cast<int64_t*>(in.tokens), {B, T}, torch::kInt64);
+    Tensor pos = torch::from_blob(const_cast<int64_t*>(in.positions), {B, T}, torch::kInt64);
+    Tensor valid = torch::from_blob(const_cast<uint8_t*>(in.valid), {B, T}, torch::kUInt8).to(torch::kBool);
+    valid_cache_.narrow(0, 0, B).narrow(1, len_, T).copy_(valid);
+    // Keys visible to each query: valid slots up to the query's own step position.
+    const int64_t S = len_ + T;
+    Tensor key_ok = valid_cache_.narrow(0, 0, B).narrow(1, 0, S);           // [B, S]
+    Tensor causal = torch::ones({T, S}, torch::kBool).tril(len_);            // [T, S]
+    Tensor mask = key_ok.unsqueeze(1).logical_and(causal.unsqueeze(0));      // [B, T, S]
+    // A padded query sees nothing valid; let it see itself so softmax stays finite.
+    mask = mask.logical_or(torch::eye(T, S, torch::kBool).roll(len_, 1).unsqueeze(0));
+    Tensor neg = torch::zeros({B, 1, T, S}, torch::kFloat32).masked_fill(mask.logical_not().unsqueeze(1), -INFINITY);
+    Tensor cos = cos_.index({pos}).unsqueeze(1).to(dtype_);  // [B, 1, T, d]
+    Tensor sin = sin_.index({pos}).unsqueeze(1).to(dtype_);
+
+    Tensor h = embed_.index({tok}).to(dtype_);  // [B, T, H]
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      LayerW& L = layers_[li];
+      if (L.engram >= 0 && in.engram_rows) {
+        const float* rows = in.engram_rows(static_cast<size_t>(L.engram));
+        Tensor e = torch::from_blob(const_cast<float*>(rows), {B, T, (int64_t)cfg_.memory_dim()}, torch::kFloat32).to(dtype_);
+        h = h + Engram(L, h, e, valid);
+      }
+      Tensor x = RmsNorm(h, L.in_norm, cfg_.rms_norm_eps);
+      Tensor qkv = Lin(x, L.qkv).view({B, T, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+      Tensor q = qkv[0], k = qkv[1], v = qkv[2];  // [B, heads, T, d]
+      q = q * cos + RotateHalf(q) * sin;
+      k = k * cos + RotateHalf(k) * sin;
+      Tensor keys, vals;
+      if (fp8_cache_) {
+        StoreFp8(L.k_cache, L.k_scale, k, B, T);
+        StoreFp8(L.v_cache, L.v_scale, v, B, T);
+        keys = LoadFp8(L.k_cache, L.k_scale, B, S);
+        vals = LoadFp8(L.v_cache, L.v_scale, B, S);
+      } else {
+        L.k_cache.narrow(0, 0, B).narrow(2, len_, T).copy_(k);
+        L.v_cache.narrow(0, 0, B).narrow(2, len_, T).copy_(v);
+        keys = L.k_cache.narrow(0, 0, B).narrow(2, 0, S).to(dtype_);
+        vals = L.v_cache.narrow(0, 0, B).narrow(2, 0, S).to(dtype_);
+      }
+      Tensor att = at::matmul(q, keys.transpose(-1, -2)).to(torch::kFloat32) / std::sqrt(static_cast<double>(head_dim_));
+      att = (att + neg).softmax(-1).to(dtype_);
+      Tensor y = at::matmul(att, vals).transpose(1, 2).reshape({B, T, H});
+      h = h + L.o(y);
+      x = RmsNorm(h, L.post_norm, cfg_.rms_norm_eps);
+      h = h + (L.moe ? Moe(L, x) : L.dense(x));
+    }
+    len_ += T;
+    h = RmsNorm(h, final_norm_, cfg_.rms_norm_eps);
+    if (in.targets) {
+      Tensor tgt = torch::from_blob(const_cast<int64_t*>(in.targets), {B, T}, torch::kInt64);
+      Tensor lg = Lin(h, lm_head_).to(torch::kFloat32);
+      Tensor nll = (lg.logsumexp(-1) - lg.gather(-1, tgt.clamp_min(0).unsqueeze(-1)).squeeze(-1)) * (tgt >= 0);
+      nll = nll.contiguous();
+      logits_out->assign(nll.data_ptr<float>(), nll.data_ptr<float>() + nll.numel());
+      return;
+    }
+    if (!in.all_logits) h = h.narrow(1, T - 1, 1);
+    Tensor logits = Lin(h, lm_head_).to(torch::kFloat32).contiguous();
+    logits_out->resize(static_cast<size_t>(logits.numel()));
+    std::memcpy(logits_out->data(), logits.data_ptr<float>(), logits.numel() * sizeof(float));
+  }
+
+ private:
+  Tensor Engram(LayerW& L, const Tensor& h, const Tensor& e, const Tensor& valid) {
+    EngramBranch& g = L.eg;
+    Tensor k = g.key(e), v = g.value(e);
+    Tensor gate = (RmsNorm(k, g.norm_key, cfg_.rms_norm_eps) * RmsNorm(h, g.norm_query, cfg_.rms_norm_eps))
+                      .to(torch::kFloat32)
+                      .sum(-1) /
+                  std::sqrt(static_cast<double>(cfg_.hidden_size));
+    gate = gate.abs().clamp_min(1e-6).sqrt() * gate.sign();
+    Tensor vt = torch::sigmoid(gate).unsqueeze(-1).to(dtype_) * v;  // [B, T, H]
+    if (g.kernel == 0) return vt;
+    // Padded positions contribute zeros to the causal conv, as the sequence start does.
+    Tensor n = RmsNorm(vt, g.conv_norm, cfg_.rms_norm_eps) * valid.unsqueeze(-1).to(dtype_);
+    const int64_t B = h.size(0), T = h.size(1), span = (g.kernel - 1) * g.dilation;
+    Tensor full = torch::cat({g.conv_state.narrow(0, 0, B), n}, 1);  // [B, span + T, H]
+    g.conv_state.narrow(0, 0, B).copy_(full.narrow(1, T, span));
+    // y[t] = sum_j w[:, j] * full[t + j * dilation]
+    Tensor y = full.narrow(1, 0, T) * g.conv_w.select(1, 0);
+    for (int j = 1; j < g.kernel; ++j) y = y + full.narrow(1, j * g.dilation, T) * g.conv_w.select(1, j);
+    return vt + at::silu(y);
+  }
+
+  Tensor Moe(const LayerW& L, const Tensor& x) {
+    const int64_t B = x.size(0), T = x.size(1), H = x.size(2), N = B * T;
+    Tensor flat = x.reshape({N, H});
+    Tensor logits = Lin(flat, L.router).to(torch::kFloat32);
+    Tensor scores = cfg_.scoring_func == "softmax" ? logits.softmax(-1) : logits.sigmoid();
+    auto [w, idx] = scores.topk(cfg_.num_experts_per_tok, -1);
+    if (cfg_.norm_topk_prob) w = w / (w.sum(-1, true) + 1e-20);
+    if (cfg_.routed_scaling_factor != 1.0) w = w * cfg_.routed_scaling_factor;
+    Tensor out = torch::zeros({N, H}, x.options());
+    if (N == 1) {
+      // Decode: run just the chosen experts, no gather/scatter.
+      auto ia = idx.accessor<int64_t, 2>();
+      for (int64_t s = 0; s < idx.size(1); ++s) out = out + L.experts[ia[0][s]](flat) * w.index({0, s}).to(x.scalar_type());
+    } else {
+      Tensor idx_cpu = idx.contiguous();
+      for (size_t e = 0; e < L.experts.size(); ++e) {
+        Tensor hit = (idx_cpu == static_cast<int64_t>(e)).nonzero();
+        if (hit.size(0) == 0) continue;
+        Tensor tok = hit.select(1, 0), slot = hit.select(1, 1);
+        Tensor ye = L.experts[e](flat.index_select(0, tok)) * w.index({tok, slot}).unsqueeze(-1).to(x.scalar_type());
+        out.index_add_(0, tok, ye);
+      }
+    }
+    if (L.has_shared) out = out + L.shared(flat);
+    return out.view({B, T, H});
+  }
+
+  void StoreFp8(Tensor& codes, Tensor& scales, const Tensor& x, int64_t B, int64_t T) {
+    // Per (sequence, head, position) vector: scale = amax / 448, codes = e4m3(x / scale).
+    Tensor xf = x.to(torch::kFloat32).contiguous();
+    Tensor amax = xf.abs().amax(-1, true).clamp_min(1e-12);
+    Tensor scale = amax / 448.0;
+    Tensor q = (xf / scale).contiguous();
+    Tensor c = torch::empty(q.sizes(), torch::kUInt8);
+    const float* qp = q.data_ptr<float>();
+    uint8_t* cp = c.data_ptr<uint8_t>();
+    for (int64_t i = 0; i < q.numel(); ++i) cp[i] = base::FloatToE4M3(qp[i]);
+    codes.narrow(0, 0, B).narrow(2, len_, T).copy_(c);
+    scales.narrow(0, 0, B).narrow(2, len_, T).copy_(scale);
+  }
+
+  Tensor LoadFp8(const Tensor& codes, const Tensor& scales, int64_t B, int64_t S) {
+    Tensor c = codes.narrow(0, 0, B).narrow(2, 0, S).to(torch::kInt64);
+    return (e4m3_lut_.index({c}) * scales.narrow(0, 0, B).narrow(2, 0, S)).to(dtype_);
+  }
+
+  Tensor Get(table::Checkpoint& ck, const std::string& name, std::vector<int64_t> shape) {
+    std::string n = ck.Has(name) ? name : (ck.Has("model." + name) ? "model." + name : name);
+    auto [file, t] = ck.Get(n);
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    std::string want;
+    for (size_t i = 0; i < shape.size(); ++i) want += (i ? "x" : "") + std::to_string(shape[i]);
+    ENGRAM_CHECK(static_cast<int64_t>(t->numel()) == numel, Code::kCorrupt,
+                 "tensor " << n << " has " << t->numel() << " values, the config needs [" << want << "]");
+    auto data = file->Data(*t);
+    Tensor out;
+    switch (t->dtype) {
+      case table::StDType::kF32:
+        out = torch::from_blob(const_cast<uint8_t*>(data.data()), shape, torch::kFloat32).clone();
+        break;
+      case table::StDType::kBF16:
+        out = torch::from_blob(const_cast<uint8_t*>(data.data()), shape, torch::kBFloat16).to(torch::kFloat32);
+        break;
+      case table::StDType::kF16:
+        out = torch::from_blob(const_cast<uint8_t*>(data.data()), shape, torch::kFloat16).to(torch::kFloat32);
+        break;
+      default:
+        ENGRAM_THROW(Code::kInvalidArgument, "tensor " << n << " is " << table::StDTypeName(t->dtype)
+                                                       << "; weights must be F32, BF16 or F16");
+    }
+    out = out.to(dtype_);
+    weight_bytes_ += out.nbytes();
+    return out;
+  }
+
+  SwiGLU LoadSwiGLU(table::Checkpoint& ck, const std::string& p, int64_t inter) {
+    const int64_t H = cfg_.hidden_size;
+    SwiGLU s;
+    s.inter = inter;
+    s.gate_up = torch::cat({Get(ck, p + ".gate_proj.weight", {inter, H}), Get(ck, p + ".up_proj.weight", {inter, H})}, 0);
+    s.down.w = Get(ck, p + ".down_proj.weight", {H, inter});
+    return s;
+  }
+
+  void Load() {
+    auto ck = table::Checkpoint::Open(cfg_.dir);
+    const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, M = cfg_.memory_dim();
+    embed_ = Get(*ck, "embed_tokens.weight", {V, H});
+    final_norm_ = Get(*ck, "norm.weight", {H});
+    lm_head_ = cfg_.tie_word_embeddings ? embed_ : Get(*ck, "lm_head.weight", {V, H});
+    for (uint32_t i = 0; i < cfg_.num_hidden_layers; ++i) {
+      std::string p = "layers." + std::to_string(i);
+      LayerW L;
+      L.in_norm = Get(*ck, p + ".input_layernorm.weight", {H});
+      L.post_norm = Get(*ck, p + ".post_attention_layernorm.weight", {H});
+      L.qkv = torch::cat({Get(*ck, p + ".self_attn.q_proj.weight", {H, H}), Get(*ck, p + ".self_attn.k_proj.weight", {H, H}),
+                          Get(*ck, p + ".self_attn.v_proj.weight", {H, H})},
+                         0);
+      L.o.w = Get(*ck, p + ".self_attn.o_proj.weight", {H, H});
+      L.moe = cfg_.is_moe_layer(i);
+      if (L.moe) {
+        L.router = Get(*ck, p + ".mlp.gate.weight", {(int64_t)cfg_.n_routed_experts, H});
+        for (uint32_t e = 0; e < cfg_.n_routed_experts; ++e)
+          L.experts.push_back(LoadSwiGLU(*ck, p + ".mlp.experts." + std::to_string(e), cfg_.moe_intermediate_size));
+        if (cfg_.n_shared_experts) {
+          L.has_shared = true;
+          L.shared = LoadSwiGLU(*ck, p + ".mlp.shared_experts", (int64_t)cfg_.moe_intermediate_size * cfg_.n_shared_experts);
+        }
+      } else {
+        L.dense = LoadSwiGLU(*ck, p + ".mlp", cfg_.intermediate_size);
+      }
+      L.engram = cfg_.engram_index(i);
+      if (L.engram >= 0) {
+        EngramBranch& g = L.eg;
+        g.key.w = Get(*ck, p + ".engram.key_proj.weight", {H, M});
+        g.key.b = Get(*ck, p + ".engram.key_proj.bias", {H});
+        g.value.w = Get(*ck, p + ".engram.value_proj.weight", {H, M});
+        g.value.b = Get(*ck, p + ".engram.value_proj.bias", {H});
+        g.norm_key = Get(*ck, p + ".engram.norm_key.weight", {H});
+        g.norm_query = Get(*ck, p + ".engram.norm_query.weight", {H});
+        g.kernel = static_cast<int>(cfg_.kernel_size);
+        g.dilation = static_cast<int>(cfg_.max_ngram_size);
+        if (g.kernel) {
+          g.conv_norm = Get(*ck, p + ".engram.conv_norm.weight", {H});
+          g.conv_w = Get(*ck, p + ".engram.conv.weight", {H, 1, g.kernel}).reshape({H, g.kernel});
+        }
+      }
+      layers_.push_back(std::move(L));
+    }
+  }
+
+  ModelConfig cfg_;
+  TransformerOptions o_;
+  torch::ScalarType dtype_ = torch::kFloat32, cache_dtype_ = torch::kFloat32;
+  bool fp8_cache_ = false;
+  int64_t heads_ = 0, head_dim_ = 0;
+  Tensor embed_, final_norm_, lm_head_, cos_, sin_, e4m3_lut_, valid_cache_;
+  std::vector<LayerW> layers_;
+  int64_t len_ = 0;
+  uint64_t weight_bytes_ = 0;
+};
+
+}  // namespace
+
+bool TorchHasCuda() { return torch::cuda::is_available(); }
+
+std::unique_ptr<Transformer> Transformer::Load(const ModelConfig& cfg, const TransformerOptions& opts) {
+  try {
+    return std::make_unique<TorchTransformer>(cfg, opts);
+  } catch (const c10::Error& e) {
+    ENGRAM_THROW(Code::kInternal, "libtorch failed while loading " << cfg.dir << ": " << e.what_without_backtrace());
+  }
+}
+
+}  // namespace engram::model

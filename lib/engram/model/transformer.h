@@ -1,0 +1,56 @@
+// The MoE+Engram decoder (scripts/model/engram_model.py is its PyTorch reference), behind a
+// torch-free interface: only transformer.cc includes <torch/...>.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engram/model/model_config.h"
+
+namespace engram::model {
+
+struct TransformerOptions {
+  std::string dtype = "float32";       // float32 | bfloat16 (weights and activations)
+  std::string kv_cache_dtype = "auto"; // auto | f32 | bf16 | fp8 (e4m3 + per-vector scale, emulated)
+  int threads = 0;
+  int max_batch = 1;
+  int max_seq = 2048;
+};
+
+// One forward step over B sequences (left-padded to the same length T).
+struct StepInput {
+  int batch = 1, T = 0;
+  const int64_t* tokens = nullptr;     // [B, T]
+  const int64_t* positions = nullptr;  // [B, T] RoPE positions
+  const uint8_t* valid = nullptr;      // [B, T] 0 = padding
+  // Engram rows of Engram layer k for this step: [B, T, memory_dim] floats. Called when layer k is
+  // reached (so gathers can run ahead while earlier layers compute); null = Engram off.
+  std::function<const float*(size_t)> engram_rows;
+  bool all_logits = false;             // logits for every position (else the last one only)
+  // Perplexity: when set ([B, T] next-token ids, -1 = none), Forward returns the negative
+  // log-likelihood of each target instead of logits ([B, T] floats; 0 where the target is -1).
+  const int64_t* targets = nullptr;
+};
+
+// Whether this build's libtorch can reach a CUDA device.
+bool TorchHasCuda();
+
+class Transformer {
+ public:
+  // Loads weights from <dir>/model.safetensors (or an index). Throws kInvalidArgument /
+  // kCorrupt naming missing or mis-shaped tensors.
+  static std::unique_ptr<Transformer> Load(const ModelConfig& cfg, const TransformerOptions& opts);
+  virtual ~Transformer() = default;
+
+  // Clears the KV cache and conv states.
+  virtual void Reset() = 0;
+  // Runs one step and appends to the cache. logits receives [B, Tout, vocab] floats.
+  virtual void Forward(const StepInput& in, std::vector<float>* logits) = 0;
+  virtual uint64_t weight_bytes() const = 0;
+  virtual uint64_t cache_bytes() const = 0;
+};
+
+}  // namespace engram::model

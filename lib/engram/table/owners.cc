@@ -1,0 +1,475 @@
+// Exact counting with spills, k-way merge, chunked owner assignment, and the sketch mode.
+#include "engram/table/owners.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <omp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <queue>
+
+#include "engram/base/endian.h"
+#include "engram/base/error.h"
+#include "engram/base/file.h"
+#include "engram/base/units.h"
+#include "engram/hash/ngram_hash.h"
+#include "engram/table/build.h"
+#include "engram/table/format.h"
+#include "engram/table/ngram_counter.h"
+#include "engram/table/zstd_stream.h"
+
+namespace engram::table {
+
+namespace {
+
+inline uint32_t Sat32(uint64_t v) { return v > 0xFFFFFFFFull ? 0xFFFFFFFFu : static_cast<uint32_t>(v); }
+
+// Numeric lexicographic order of n ids: the order of every run and shard summary.
+inline int CompareIds(const uint32_t* a, const uint32_t* b, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return a[i] < b[i] ? -1 : 1;
+  return 0;
+}
+
+// Feeds a block's n-grams (orders 2..N) to f(order, ids), with the block's context as history.
+template <typename F>
+void ForEachNgram(const hash::AddressSpec& spec, const TokenBlock& b, F&& f) {
+  const uint32_t N = spec.max_order;
+  uint32_t w[hash::kMaxOrder];
+  std::fill(w, w + N, spec.pad_id);
+  size_t c = b.context.size();
+  for (size_t i = 0; i < c; ++i) w[N - c + i] = b.context[i];
+  for (uint32_t id : b.ids) {
+    if (id == kDocSeparator) {
+      std::fill(w, w + N, spec.pad_id);
+      continue;
+    }
+    std::memmove(w, w + 1, (N - 1) * 4);
+    w[N - 1] = id;
+    for (uint32_t n = hash::kMinOrder; n <= N; ++n) f(n, w + N - n);
+  }
+}
+
+}  // namespace
+
+uint64_t DefaultBuildMemory() {
+  uint64_t avail = base::AvailableMemoryBytes();
+  return std::clamp<uint64_t>(avail / 4, 256ull << 20, 8ull << 30);
+}
+
+void RemoveStaleSpills(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  const std::string prefix = "engram-build.";
+  while (dirent* e = ::readdir(d)) {
+    std::string f = e->d_name;
+    if (f.compare(0, prefix.size(), prefix) != 0) continue;
+    long pid = std::strtol(f.c_str() + prefix.size(), nullptr, 10);
+    if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    ::unlink((dir + "/" + f).c_str());
+  }
+  ::closedir(d);
+}
+
+struct ExactCounter::ThreadState {
+  std::vector<NgramCounter> counters;
+  uint64_t since_check = 0;
+  uint64_t Memory() const {
+    uint64_t m = 0;
+    for (const auto& c : counters) m += c.memory_bytes();
+    return m;
+  }
+  uint64_t Largest() const {
+    uint64_t m = 0;
+    for (const auto& c : counters) m = std::max<uint64_t>(m, c.memory_bytes());
+    return m;
+  }
+};
+
+ExactCounter::ExactCounter(const hash::AddressSpec& spec, uint64_t memory_bytes, std::string temp_dir, int threads,
+                           base::Reporter& reporter)
+    : spec_(spec), temp_dir_(std::move(temp_dir)), reporter_(reporter), mu_(new std::mutex) {
+  budget_per_thread_ = std::max<uint64_t>(memory_bytes / std::max(threads, 1), 16ull << 20);
+  for (int t = 0; t < threads; ++t) {
+    auto s = std::make_unique<ThreadState>();
+    for (uint32_t n = hash::kMinOrder; n <= spec.max_order; ++n) s->counters.emplace_back(n, 1 << 14);
+    threads_.push_back(std::move(s));
+  }
+  RemoveStaleSpills(temp_dir_);
+}
+
+ExactCounter::~ExactCounter() {
+  for (const auto& r : runs_) ::unlink(r.second.c_str());
+  delete mu_;
+}
+
+void ExactCounter::AddBlock(const TokenBlock& b, int thread) {
+  ThreadState& t = *threads_[thread];
+  ForEachNgram(spec_, b, [&](uint32_t n, const uint32_t* ids) {
+    t.counters[n - hash::kMinOrder].Add(ids);
+    // A counter grows by doubling: spill before the next growth could cross the budget.
+    if (++t.since_check >= 4096) {
+      t.since_check = 0;
+      if (t.Memory() + t.Largest() > budget_per_thread_) Spill(t);
+    }
+  });
+}
+
+void ExactCounter::Spill(ThreadState& t) {
+  for (auto& c : t.counters) {
+    if (c.size() == 0) continue;
+    const uint32_t n = c.order();
+    std::vector<uint32_t> slots;
+    slots.reserve(c.size());
+    for (size_t s = 0; s < c.capacity(); ++s)
+      if (c.CountAt(s)) slots.push_back(static_cast<uint32_t>(s));
+    std::sort(slots.begin(), slots.end(),
+              [&](uint32_t a, uint32_t b) { return CompareIds(c.IdsAt(a), c.IdsAt(b), n) < 0; });
+    std::string path;
+    {
+      std::lock_guard<std::mutex> lock(*mu_);
+      path = temp_dir_ + "/engram-build." + std::to_string(::getpid()) + "." + std::to_string(run_seq_++) + ".run";
+      runs_.emplace_back(n, path);
+    }
+    ZstdWriter w(path, 1);
+    std::vector<uint8_t> rec(n * 4 + 8);
+    std::vector<uint8_t> buf;
+    buf.reserve(1 << 20);
+    for (uint32_t s : slots) {
+      uint64_t cnt = c.CountAt(s);
+      std::memcpy(rec.data(), c.IdsAt(s), n * 4);
+      std::memcpy(rec.data() + n * 4, &cnt, 8);
+      buf.insert(buf.end(), rec.begin(), rec.end());
+      if (buf.size() >= (1 << 20)) {
+        w.Write(buf.data(), buf.size());
+        buf.clear();
+      }
+    }
+    w.Write(buf.data(), buf.size());
+    w.Close(false);
+    {
+      std::lock_guard<std::mutex> lock(*mu_);
+      spilled_bytes_ += w.compressed_bytes();
+    }
+    c.Clear();
+  }
+}
+
+namespace {
+
+// A sorted source of records of one order.
+class Source {
+ public:
+  virtual ~Source() = default;
+  // Loads the next record into ids/count; false at the end.
+  virtual bool Next() = 0;
+  const uint32_t* ids() const { return ids_.data(); }
+  uint64_t count() const { return count_; }
+
+ protected:
+  std::vector<uint32_t> ids_;
+  uint64_t count_ = 0;
+};
+
+class RunSource final : public Source {
+ public:
+  RunSource(const std::string& path, uint32_t n) : r_(path), n_(n), rec_(n * 4 + 8) { ids_.resize(n); }
+  bool Next() override {
+    size_t got = r_.Read(rec_.data(), rec_.size());
+    if (got == 0) return false;
+    ENGRAM_CHECK(got == rec_.size(), Code::kCorrupt, r_.path() << ": truncated record");
+    std::memcpy(ids_.data(), rec_.data(), n_ * 4);
+    std::memcpy(&count_, rec_.data() + n_ * 4, 8);
+    return true;
+  }
+
+ private:
+  ZstdReader r_;
+  uint32_t n_;
+  std::vector<uint8_t> rec_;
+};
+
+// Records of one order from a part stream, up to its terminator (count 0).
+class PartSource final : public Source {
+ public:
+  PartSource(ZstdReader* r, uint32_t n) : r_(r), n_(n), rec_(n * 4 + 8) { ids_.resize(n); }
+  bool Next() override {
+    if (done_) return false;
+    r_->ReadExact(rec_.data(), rec_.size());
+    std::memcpy(ids_.data(), rec_.data(), n_ * 4);
+    std::memcpy(&count_, rec_.data() + n_ * 4, 8);
+    if (count_ == 0) done_ = true;
+    return !done_;
+  }
+
+ private:
+  ZstdReader* r_;
+  uint32_t n_;
+  std::vector<uint8_t> rec_;
+  bool done_ = false;
+};
+
+class MemSource final : public Source {
+ public:
+  explicit MemSource(const NgramCounter& c) : c_(c) {
+    ids_.resize(c.order());
+    for (size_t s = 0; s < c.capacity(); ++s)
+      if (c.CountAt(s)) slots_.push_back(static_cast<uint32_t>(s));
+    const uint32_t n = c.order();
+    std::sort(slots_.begin(), slots_.end(),
+              [&](uint32_t a, uint32_t b) { return CompareIds(c.IdsAt(a), c.IdsAt(b), n) < 0; });
+  }
+  bool Next() override {
+    if (i_ >= slots_.size()) return false;
+    std::memcpy(ids_.data(), c_.IdsAt(slots_[i_]), c_.order() * 4);
+    count_ = c_.CountAt(slots_[i_]);
+    ++i_;
+    return true;
+  }
+
+ private:
+  const NgramCounter& c_;
+  std::vector<uint32_t> slots_;
+  size_t i_ = 0;
+};
+
+void KWayMerge(std::vector<std::unique_ptr<Source>>& sources, uint32_t n, const RecordSink& sink) {
+  auto greater = [&](size_t a, size_t b) { return CompareIds(sources[a]->ids(), sources[b]->ids(), n) > 0; };
+  std::priority_queue<size_t, std::vector<size_t>, decltype(greater)> heap(greater);
+  for (size_t i = 0; i < sources.size(); ++i)
+    if (sources[i]->Next()) heap.push(i);
+  std::vector<uint32_t> cur(n);
+  while (!heap.empty()) {
+    size_t i = heap.top();
+    heap.pop();
+    std::memcpy(cur.data(), sources[i]->ids(), n * 4);
+    uint64_t total = sources[i]->count();
+    if (sources[i]->Next()) heap.push(i);
+    while (!heap.empty() && CompareIds(sources[heap.top()]->ids(), cur.data(), n) == 0) {
+      size_t j = heap.top();
+      heap.pop();
+      total += sources[j]->count();
+      if (sources[j]->Next()) heap.push(j);
+    }
+    sink(cur.data(), total);
+  }
+}
+
+}  // namespace
+
+void ExactCounter::Merge(const std::function<void(uint32_t order)>& begin_order, const RecordSink& sink) {
+  for (uint32_t n = hash::kMinOrder; n <= spec_.max_order; ++n) {
+    begin_order(n);
+    std::vector<std::unique_ptr<Source>> sources;
+    for (const auto& [order, path] : runs_)
+      if (order == n) sources.push_back(std::make_unique<RunSource>(path, n));
+    for (const auto& t : threads_)
+      if (t->counters[n - hash::kMinOrder].size()) sources.push_back(std::make_unique<MemSource>(t->counters[n - hash::kMinOrder]));
+    KWayMerge(sources, n, sink);
+  }
+}
+
+void MergePartStreams(const std::vector<ZstdReader*>& readers, uint32_t order, const RecordSink& sink) {
+  std::vector<std::unique_ptr<Source>> sources;
+  for (ZstdReader* r : readers) sources.push_back(std::make_unique<PartSource>(r, order));
+  KWayMerge(sources, order, sink);
+}
+
+void ExactCounter::WriteMerged(ZstdWriter& w) {
+  std::vector<uint8_t> buf;
+  uint32_t order = 0;
+  auto flush = [&] {
+    w.Write(buf.data(), buf.size());
+    buf.clear();
+  };
+  auto end_order = [&] {
+    if (!order) return;
+    std::vector<uint8_t> term(order * 4 + 8, 0);
+    buf.insert(buf.end(), term.begin(), term.end());
+    flush();
+  };
+  Merge(
+      [&](uint32_t n) {
+        end_order();
+        order = n;
+      },
+      [&](const uint32_t* ids, uint64_t count) {
+        const uint8_t* p = reinterpret_cast<const uint8_t*>(ids);
+        buf.insert(buf.end(), p, p + order * 4);
+        const uint8_t* c = reinterpret_cast<const uint8_t*>(&count);
+        buf.insert(buf.end(), c, c + 8);
+        if (buf.size() >= (1 << 20)) flush();
+      });
+  end_order();
+}
+
+OwnerAssigner::OwnerAssigner(const Layout& layout, OwnerArrays* arrays, int threads)
+    : l_(layout), oa_(arrays), threads_(threads) {}
+
+void OwnerAssigner::BeginOrder(uint32_t order) {
+  Flush();
+  order_ = order;
+}
+
+void OwnerAssigner::Add(const uint32_t* ids, uint64_t count) {
+  ids_.insert(ids_.end(), ids, ids + order_);
+  counts_.push_back(count);
+  ++distinct_;
+  if (counts_.size() >= (1u << 20)) Flush();
+}
+
+void OwnerAssigner::Flush() {
+  if (counts_.empty()) return;
+  const hash::AddressSpec& s = l_.spec;
+  const uint32_t n = order_;
+  const int64_t jobs = static_cast<int64_t>(s.n_layers() * s.n_heads);
+  const int64_t m = static_cast<int64_t>(counts_.size());
+  OwnerArrays* oa = oa_;
+  std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
+  for (int64_t job = 0; job < jobs; ++job) {
+    try {
+      const size_t li = static_cast<size_t>(job) / s.n_heads;
+      const uint32_t h = static_cast<uint32_t>(job % s.n_heads);
+      const uint64_t base_row = l_.row_offsets[s.SubIndex(li, n, h)];
+      for (int64_t k = 0; k < m; ++k) {
+        const uint32_t* ids = ids_.data() + k * n;
+        const uint64_t row = base_row + hash::BucketOf(s, li, n, h, ids);
+        const uint32_t tag = hash::OwnerTag(ids, n, l_.owner_tag_seed);
+        const uint32_t cc = Sat32(counts_[k]);
+        uint8_t* st = oa->stats ? oa->stats + row * kStatsRowSize : nullptr;
+        uint32_t cur = st ? base::LoadLE<uint32_t>(st) : oa->own[row];
+        uint32_t cur_tag = oa->tags[row];
+        if (cc > cur || (cc == cur && tag < cur_tag) || cur_tag == hash::kNoOwner) {
+          oa->tags[row] = tag;
+          if (st) base::StoreLE<uint32_t>(st, cc);
+          else oa->own[row] = cc;
+        }
+        if (st) {
+          base::StoreLE<uint32_t>(st + 4, Sat32(uint64_t{base::LoadLE<uint32_t>(st + 4)} + counts_[k]));
+          base::StoreLE<uint32_t>(st + 8, Sat32(uint64_t{base::LoadLE<uint32_t>(st + 8)} + 1));
+        }
+      }
+    } catch (...) {
+#pragma omp critical
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  ids_.clear();
+  counts_.clear();
+}
+
+SketchOwners::SketchOwners(const Layout& layout, int threads, uint32_t shard_index, uint32_t shard_count)
+    : l_(layout), threads_(threads), shard_index_(shard_index), shard_count_(shard_count) {
+  cells_.assign(layout.total_rows, Cell{0, 0, 0, 0, 0});
+}
+
+SketchOwners::~SketchOwners() = default;
+
+void SketchOwners::AddBlock(const TokenBlock& b) {
+  const hash::AddressSpec& s = l_.spec;
+  const uint32_t N = s.max_order, orders = N - 1;
+  // Every position's full window (oldest first) and its n-grams' tags, computed once.
+  std::vector<uint32_t> win;
+  std::vector<uint32_t> tags;
+  win.reserve(b.ids.size() * N);
+  tags.reserve(b.ids.size() * orders);
+  ForEachNgram(s, b, [&](uint32_t n, const uint32_t* ids) {
+    if (n == hash::kMinOrder) win.insert(win.end(), ids + n - N, ids + n);  // ids + n - N = window start
+    tags.push_back(hash::OwnerTag(ids, n, l_.owner_tag_seed));
+  });
+  const int64_t positions = static_cast<int64_t>(tags.size() / orders);
+  std::vector<int64_t> jobs;
+  for (size_t li = 0; li < s.n_layers(); ++li)
+    for (uint32_t n = hash::kMinOrder; n <= N; ++n)
+      for (uint32_t h = 0; h < s.n_heads; ++h)
+        if (Owns(s.SubIndex(li, n, h))) jobs.push_back(static_cast<int64_t>(s.SubIndex(li, n, h)));
+  const int64_t nj = static_cast<int64_t>(jobs.size());
+  Cell* cells = cells_.data();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
+  for (int64_t j = 0; j < nj; ++j) {
+    const size_t sub = static_cast<size_t>(jobs[j]);
+    const size_t li = sub / s.per_layer();
+    const uint32_t n = static_cast<uint32_t>((sub % s.per_layer()) / s.n_heads) + hash::kMinOrder;
+    const uint32_t h = static_cast<uint32_t>(sub % s.n_heads);
+    const uint64_t base_row = l_.row_offsets[sub];
+    constexpr int64_t kBatch = 32;
+    uint64_t rows[kBatch];
+    for (int64_t p0 = 0; p0 < positions; p0 += kBatch) {
+      const int64_t pe = std::min(positions, p0 + kBatch);
+      // Hash a batch first and prefetch its cells, so that the cache misses overlap.
+      for (int64_t p = p0; p < pe; ++p) {
+        rows[p - p0] = base_row + hash::BucketOf(s, li, n, h, &win[p * N + (N - n)]);
+        __builtin_prefetch(&cells[rows[p - p0]], 1);
+      }
+      for (int64_t p = p0; p < pe; ++p) {
+        Cell& c = cells[rows[p - p0]];
+        const uint32_t tag = tags[p * orders + (n - hash::kMinOrder)];
+        if (c.tag == tag) {
+          ++c.vote;
+        } else if (c.vote == 0) {
+          c.tag = tag;
+          c.vote = 1;
+        } else {
+          --c.vote;
+        }
+        if (c.total != 0xFFFFFFFFu) ++c.total;
+        c.seen |= static_cast<uint16_t>(1u << ((tag >> 7) & 15));
+      }
+    }
+  }
+}
+
+void SketchOwners::Finish(OwnerArrays* oa) const {
+  for (uint64_t r = 0; r < l_.total_rows; ++r) {
+    const Cell& c = cells_[r];
+    if (c.total == 0) continue;
+    oa->tags[r] = c.tag;
+    uint32_t zeros = 16 - static_cast<uint32_t>(__builtin_popcount(c.seen));
+    // Linear counting over 16 bits: distinct ~ -16 ln(zeros / 16) (saturates near 44).
+    double est = zeros == 0 ? 16.0 * std::log(16.0) : -16.0 * std::log(zeros / 16.0);
+    uint32_t load = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(est)));
+    if (oa->stats) {
+      uint8_t* st = oa->stats + r * kStatsRowSize;
+      base::StoreLE<uint32_t>(st, std::min(c.vote, c.total));
+      base::StoreLE<uint32_t>(st + 4, c.total);
+      base::StoreLE<uint32_t>(st + 8, load);
+    } else {
+      oa->own[r] = c.vote;
+    }
+  }
+}
+
+void SketchOwners::WriteCells(ZstdWriter& w) const {
+  const hash::AddressSpec& s = l_.spec;
+  uint64_t owned = 0;
+  for (size_t sub = 0; sub < s.n_subtables(); ++sub) owned += Owns(sub);
+  w.Write(&owned, 8);
+  for (size_t sub = 0; sub < s.n_subtables(); ++sub) {
+    if (!Owns(sub)) continue;
+    uint64_t idx = sub;
+    w.Write(&idx, 8);
+    w.Write(&cells_[l_.row_offsets[sub]], s.sizes[sub] * sizeof(Cell));
+  }
+}
+
+void SketchOwners::ReadCells(ZstdReader& r) {
+  const hash::AddressSpec& s = l_.spec;
+  uint64_t owned = 0;
+  r.ReadExact(&owned, 8);
+  ENGRAM_CHECK(owned <= s.n_subtables(), Code::kCorrupt, r.path() << ": bad sketch sub-table count");
+  for (uint64_t k = 0; k < owned; ++k) {
+    uint64_t sub = 0;
+    r.ReadExact(&sub, 8);
+    ENGRAM_CHECK(sub < s.n_subtables(), Code::kCorrupt, r.path() << ": bad sketch sub-table index");
+    r.ReadExact(&cells_[l_.row_offsets[sub]], s.sizes[sub] * sizeof(Cell));
+  }
+}
+
+}  // namespace engram::table

@@ -1,0 +1,124 @@
+// Owner selection for build and merge (schemas/table_format.md §6):
+//   exact:  n-gram counts in a memory budget, spilled as sorted zstd runs, k-way merged; owners
+//           are exact and counts are additive, so corpus shards merge into the one-process table.
+//   sketch: one Boyer-Moore majority cell per row (O(rows) memory, no temp disk); deterministic in
+//           input order per sub-table; owner counts and loads are approximate.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engram/base/reporter.h"
+#include "engram/table/layout.h"
+#include "engram/table/token_stream.h"
+
+namespace engram::table {
+
+// Where owners land: the table's TAGS and (optional) STATS sections, or a heap array of owner
+// counts when there are no STATS.
+struct OwnerArrays {
+  uint32_t* tags = nullptr;
+  uint8_t* stats = nullptr;
+  std::vector<uint32_t> own;
+};
+
+// A sorted, merged stream of (n-gram, count) records of one order.
+using RecordSink = std::function<void(const uint32_t* ids, uint64_t count)>;
+
+class ExactCounter {
+ public:
+  // memory_bytes: the counting budget for all threads together; temp_dir: where spill runs go.
+  ExactCounter(const hash::AddressSpec& spec, uint64_t memory_bytes, std::string temp_dir, int threads,
+               base::Reporter& reporter);
+  ~ExactCounter();  // removes every spill run
+  ExactCounter(const ExactCounter&) = delete;
+  ExactCounter& operator=(const ExactCounter&) = delete;
+
+  // Counts the n-grams of a block; `thread` selects the counter set (0..threads-1). Different
+  // threads may call concurrently.
+  void AddBlock(const TokenBlock& block, int thread);
+  // Streams every order's merged records, in order (all of order 2 first, ...), to the sinks.
+  void Merge(const std::function<void(uint32_t order)>& begin_order, const RecordSink& sink);
+
+  // Writes every order's merged records to a part stream: records of order 2, a terminator
+  // (count 0), records of order 3, a terminator, ...
+  void WriteMerged(class ZstdWriter& w);
+
+  uint64_t runs() const noexcept { return runs_.size(); }
+  uint64_t spilled_bytes() const noexcept { return spilled_bytes_; }
+
+ private:
+  struct ThreadState;
+  void Spill(ThreadState& t);
+  const hash::AddressSpec& spec_;
+  uint64_t budget_per_thread_;
+  std::string temp_dir_;
+  base::Reporter& reporter_;
+  std::vector<std::unique_ptr<ThreadState>> threads_;
+  std::vector<std::pair<uint32_t, std::string>> runs_;  // (order, path)
+  uint64_t spilled_bytes_ = 0;
+  uint64_t run_seq_ = 0;
+  std::mutex* mu_;
+};
+
+// k-way merges the records of one order from several part streams (each positioned at that
+// order; each is left after its terminator), summing counts of equal n-grams.
+void MergePartStreams(const std::vector<class ZstdReader*>& readers, uint32_t order, const RecordSink& sink);
+
+// Applies a merged record stream of one order to the owner cells: rows of all (layer, head)
+// sub-tables of that order. Buffers records and assigns in parallel chunks.
+class OwnerAssigner {
+ public:
+  OwnerAssigner(const Layout& layout, OwnerArrays* arrays, int threads);
+  void BeginOrder(uint32_t order);
+  void Add(const uint32_t* ids, uint64_t count);
+  void Flush();
+  uint64_t distinct() const noexcept { return distinct_; }
+
+ private:
+  const Layout& l_;
+  OwnerArrays* oa_;
+  int threads_;
+  uint32_t order_ = 0;
+  std::vector<uint32_t> ids_;
+  std::vector<uint64_t> counts_;
+  uint64_t distinct_ = 0;
+};
+
+// Sketch mode over blocks; Finish() writes tags and STATS (owner_count = the majority vote margin,
+// load = a 16-bit linear-counting estimate; both documented as approximate).
+class SketchOwners {
+ public:
+  SketchOwners(const Layout& layout, int threads, uint32_t shard_index = 0, uint32_t shard_count = 1);
+  ~SketchOwners();
+  void AddBlock(const TokenBlock& block);
+  void Finish(OwnerArrays* arrays) const;
+  // Part streams: this shard's sub-tables' cells out; any part's cells in.
+  void WriteCells(class ZstdWriter& w) const;
+  void ReadCells(class ZstdReader& r);
+  // Sub-tables this shard owns (sketch shards split sub-tables).
+  bool Owns(size_t sub) const noexcept { return sub % shard_count_ == shard_index_; }
+
+ private:
+  struct Cell {
+    uint32_t tag, vote, total;
+    uint16_t seen, pad;
+  };
+  static_assert(sizeof(Cell) == 16);
+  const Layout& l_;
+  int threads_;
+  uint32_t shard_index_, shard_count_;
+  std::vector<Cell> cells_;
+};
+
+// Default counting budget: a quarter of available memory, between 256 MiB and 8 GiB.
+uint64_t DefaultBuildMemory();
+
+// Removes spill files "engram-build.<pid>.*" of processes that no longer run.
+void RemoveStaleSpills(const std::string& temp_dir);
+
+}  // namespace engram::table

@@ -1,0 +1,163 @@
+// build at scale: spilled counting equals in-memory counting, shards merge into the one-process
+// table, sketch owners agree with exact ones wherever a strict majority exists, temp files go.
+#include <doctest/doctest.h>
+#include <dirent.h>
+#include <fcntl.h>
+
+#include <cstring>
+#include <cmath>
+#include <random>
+
+#include "engram/base/error.h"
+#include "engram/table/build.h"
+#include "engram/table/reader.h"
+#include "engram/table/verify.h"
+#include "test_util.h"
+
+using namespace engram;
+using namespace engram::table;
+using engram::testing::TempDir;
+
+namespace {
+
+std::string WriteCorpus(const TempDir& d, size_t tokens, uint32_t vocab, uint64_t seed, bool zipf) {
+  std::vector<uint32_t> v;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (size_t i = 0; i < tokens; ++i) {
+    if (rng() % 500 == 0) v.push_back(kDocSeparator);
+    uint32_t id = zipf ? static_cast<uint32_t>(std::min<double>(vocab - 1, std::pow(u(rng), -1.3) - 1))
+                       : static_cast<uint32_t>(rng() % vocab);
+    v.push_back(id);
+  }
+  std::string p = d / ("c" + std::to_string(seed) + ".u32");
+  base::TempFile t(p);
+  base::PwriteFull(t.fd(), v.data(), v.size() * 4, 0, t.temp_path());
+  t.Commit();
+  return p;
+}
+
+BuildOptions Opts(const std::string& corpus, const std::string& out, uint32_t vocab) {
+  BuildOptions o;
+  o.output = out;
+  o.token_files = {corpus};
+  o.layout.layer_ids = std::vector<uint32_t>{1, 2};
+  o.layout.max_order = 3;
+  o.layout.n_heads = 2;
+  o.layout.buckets = 4096;
+  o.layout.row_dim = 8;
+  o.layout.vocab_size = vocab;
+  o.init = "normal";
+  o.init_seed = 3;
+  o.threads = 2;
+  return o;
+}
+
+// Every section but PROVENANCE (which records how the table was made) must be identical.
+void RequireSameData(const std::string& a, const std::string& b) {
+  auto ra = Reader::Open(a), rb = Reader::Open(b);
+  for (SectionType t : {SectionType::kLayout, SectionType::kCanonMap, SectionType::kRows, SectionType::kScales,
+                        SectionType::kTags, SectionType::kStats}) {
+    auto x = ra->Section(t), y = rb->Section(t);
+    INFO(SectionName(static_cast<uint32_t>(t)));
+    REQUIRE(x.size() == y.size());
+    CHECK(std::memcmp(x.data(), y.data(), x.size()) == 0);
+  }
+}
+
+size_t SpillFiles(const std::string& dir) {
+  size_t n = 0;
+  DIR* d = opendir(dir.c_str());
+  while (dirent* e = readdir(d)) n += std::string(e->d_name).rfind("engram-build.", 0) == 0;
+  closedir(d);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a build that spills to disk equals one that counts in memory") {
+  TempDir d;
+  std::string c = WriteCorpus(d, 1500000, 60000, 1, false);
+  BuildOptions mem = Opts(c, d / "mem.engram", 60000);
+  BuildResult r1 = Build(mem, base::Silent());
+  BuildOptions spill = Opts(c, d / "spill.engram", 60000);
+  spill.memory_bytes = 32ull << 20;  // 16 MiB per thread: several runs each
+  spill.temp_dir = d.path();
+  spill.block_tokens = 100000;
+  BuildResult r2 = Build(spill, base::Silent());
+  CHECK(r1.ngrams_distinct == r2.ngrams_distinct);
+  RequireSameData(mem.output, spill.output);
+  CHECK(SpillFiles(d.path()) == 0);
+}
+
+TEST_CASE("N shards merged equal one build (exact and sketch)") {
+  TempDir d;
+  std::string c = WriteCorpus(d, 400000, 3000, 2, true);
+  for (std::string mode : {"exact", "sketch"}) {
+    BuildOptions one = Opts(c, d / ("one-" + mode + ".engram"), 3000);
+    one.owners = mode;
+    one.block_tokens = 30000;
+    Build(one, base::Silent());
+    std::vector<std::string> parts;
+    for (uint32_t i = 0; i < 3; ++i) {
+      BuildOptions s = one;
+      s.shard_index = i;
+      s.shard_count = 3;
+      s.output = d / (mode + std::to_string(i) + ".part");
+      Build(s, base::Silent());
+      parts.push_back(s.output);
+    }
+    MergeOptions m;
+    m.parts = {parts[2], parts[0], parts[1]};  // any order
+    m.output = d / ("merged-" + mode + ".engram");
+    BuildResult r = Merge(m, base::Silent());
+    CHECK(r.tokens > 390000);
+    RequireSameData(one.output, m.output);
+    CHECK(Verify(m.output, {}, base::Silent()).ok());
+    // A missing or repeated shard is refused by name.
+    m.parts = {parts[0], parts[1]};
+    CHECK_THROWS_WITH_AS(Merge(m, base::Silent()), doctest::Contains("shard 2/3 is missing"), Error);
+    m.parts = {parts[0], parts[1], parts[1]};
+    CHECK_THROWS_WITH_AS(Merge(m, base::Silent()), doctest::Contains("are both shard 1/3"), Error);
+  }
+}
+
+TEST_CASE("sketch owners agree with exact owners wherever a strict majority exists") {
+  TempDir d;
+  std::string c = WriteCorpus(d, 300000, 2000, 3, true);
+  BuildOptions ex = Opts(c, d / "exact.engram", 2000);
+  BuildOptions sk = Opts(c, d / "sketch.engram", 2000);
+  sk.owners = "sketch";
+  Build(ex, base::Silent());
+  Build(sk, base::Silent());
+  auto re = Reader::Open(ex.output), rs = Reader::Open(sk.output);
+  CHECK((rs->header().optional_flags & kOptSketchOwners) != 0);
+  uint64_t majority = 0, agree = 0;
+  for (uint64_t row = 0; row < re->layout().total_rows; ++row) {
+    StatsRow s = re->Stats(row);
+    CHECK(rs->Stats(row).total_count == s.total_count);  // totals are exact in both modes
+    if (s.total_count == 0 || 2ull * s.owner_count <= s.total_count) continue;
+    ++majority;
+    agree += rs->Tag(row) == re->Tag(row);
+  }
+  CHECK(majority > 1000);
+  CHECK(agree == majority);
+}
+
+TEST_CASE("a failing build leaves no table and no spill files") {
+  TempDir d;
+  std::string c = WriteCorpus(d, 600000, 50000, 4, false);
+  // Append an id outside the vocabulary at the very end: counting fails after spills.
+  {
+    base::UniqueFd fd = base::OpenFile(c, O_WRONLY | O_APPEND);
+    uint32_t bad = 99999999;
+    base::PwriteFull(fd.get(), &bad, 4, base::RegularFileSize(fd.get(), c), c);
+  }
+  BuildOptions o = Opts(c, d / "t.engram", 50000);
+  o.memory_bytes = 32ull << 20;
+  o.temp_dir = d.path();
+  o.block_tokens = 50000;
+  CHECK_THROWS_WITH_AS(Build(o, base::Silent()), doctest::Contains("outside the canonical vocabulary"), Error);
+  CHECK(!base::PathExists(o.output));
+  CHECK(SpillFiles(d.path()) == 0);
+}
