@@ -71,7 +71,9 @@ void Run(BuildFlags& f) {
                 ",\"distinct_ngrams\":" + std::to_string(r.ngrams_distinct) +
                 ",\"owned_rows\":" + std::to_string(r.owned_rows) +
                 ",\"peak_rss_bytes\":" + std::to_string(usage.peak_rss_bytes) +
-                ",\"seconds\":" + std::to_string(sw.Seconds()) + "}");
+                ",\"seconds\":" + std::to_string(sw.Seconds()) +
+                ",\"count_seconds\":" + std::to_string(r.count_seconds) +
+                ",\"assign_seconds\":" + std::to_string(r.assign_seconds) + "}");
 }
 
 }  // namespace

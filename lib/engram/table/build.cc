@@ -51,45 +51,92 @@ StDType StorageStDType(base::DType t) {
   return StDType::kF32;
 }
 
+// Expands "{layer}" in a tensor name pattern.
+std::string TensorName(const std::string& pattern, uint32_t layer_id) {
+  std::string s = pattern;
+  size_t p = s.find("{layer}");
+  if (p != std::string::npos) s.replace(p, 7, std::to_string(layer_id));
+  return s;
+}
+
+// Streams `bytes` of a tensor into dst through a bounded buffer (pread, never the whole file).
+void StreamTensor(const SafetensorsFile& f, const TensorInfo& t, uint8_t* dst, uint64_t bytes,
+                  base::Reporter& reporter, uint64_t* done, uint64_t total) {
+  const uint64_t chunk = 64ull << 20;
+  for (uint64_t off = 0; off < bytes; off += chunk) {
+    uint64_t n = std::min(chunk, bytes - off);
+    f.ReadRange(t, off, dst + off, n);
+    *done += n;
+    reporter.Progress("import values", *done, total, "bytes");
+  }
+}
+
+// Rows (and fp8 scales) from a checkpoint: one tensor for the whole table, or, with "{layer}" in
+// the name, one per Engram layer laid out like the reference's MultiHeadEmbedding (orders, then
+// heads), which is the table's row order inside a layer. Shapes and dtypes are checked; bytes are
+// copied bit-exact through a bounded buffer.
 void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* scales,
                 base::Reporter& reporter) {
   auto ckpt = Checkpoint::Open(o.values_path);
-  auto [file, t] = ckpt->Get(o.values_tensor);
-  const uint64_t want = l.total_rows * l.row_dim;
-  std::string shape;
-  for (size_t i = 0; i < t->shape.size(); ++i)
-    shape += (i ? "x" : "") + std::to_string(t->shape[i]);
-  ENGRAM_CHECK(t->numel() == want, Code::kInvalidArgument,
-               "tensor \"" << o.values_tensor << "\" has shape [" << shape << "] (" << t->numel()
-                           << " values), but the table needs " << l.total_rows << " rows x "
-                           << l.row_dim << " values = " << want
-                           << "; check the layout flags or the tensor name");
-  ENGRAM_CHECK(t->dtype == StorageStDType(l.dtype), Code::kInvalidArgument,
-               "tensor \"" << o.values_tensor << "\" is " << StDTypeName(t->dtype)
-                           << " but the table stores " << base::DTypeName(l.dtype)
-                           << "; pass --dtype matching the tensor (rows are copied bit-exact)");
-  auto data = file->Data(*t);
-  std::memcpy(rows, data.data(), data.size());
-  if (l.dtype == base::DType::kF8E4M3) {
-    ENGRAM_CHECK(!o.scales_tensor.empty(), Code::kInvalidArgument,
-                 "fp8 values need their e8m0 scales: give --scale-tensor NAME");
-    auto [sf, st] = ckpt->Get(o.scales_tensor);
-    ENGRAM_CHECK(st->numel() == l.total_rows * l.scale_stride(), Code::kInvalidArgument,
-                 "scale tensor \"" << o.scales_tensor << "\" has " << st->numel()
-                                   << " values, the table needs " << l.total_rows * l.scale_stride()
-                                   << " (one per 32 values)");
-    ENGRAM_CHECK(st->dtype == StDType::kF8E8M0 || st->dtype == StDType::kU8, Code::kInvalidArgument,
-                 "scale tensor \"" << o.scales_tensor << "\" is " << StDTypeName(st->dtype)
-                                   << "; e8m0 scales are F8_E8M0 or U8");
-    auto sd = sf->Data(*st);
-    std::memcpy(scales, sd.data(), sd.size());
+  const bool per_layer = o.values_tensor.find("{layer}") != std::string::npos;
+  const bool fp8 = l.dtype == base::DType::kF8E4M3;
+  ENGRAM_CHECK(!fp8 || !o.scales_tensor.empty(), Code::kInvalidArgument,
+               "fp8 values need their e8m0 scales: give --scale-tensor NAME");
+  ENGRAM_CHECK(fp8 || o.scales_tensor.empty(), Code::kInvalidArgument,
+               "--scale-tensor applies to fp8 tables only");
+  ENGRAM_CHECK(!fp8 || per_layer == (o.scales_tensor.find("{layer}") != std::string::npos),
+               Code::kInvalidArgument,
+               "--tensor and --scale-tensor must both name one tensor per layer ({layer}) or both one tensor");
+  struct Piece {
+    std::string name, scale_name;
+    uint64_t first_row, rows;
+  };
+  std::vector<Piece> pieces;
+  if (per_layer) {
+    for (size_t li = 0; li < l.spec.n_layers(); ++li) {
+      uint64_t first = l.row_offsets[li * l.spec.per_layer()];
+      uint64_t end =
+          li + 1 < l.spec.n_layers() ? l.row_offsets[(li + 1) * l.spec.per_layer()] : l.total_rows;
+      pieces.push_back({TensorName(o.values_tensor, l.spec.layer_ids[li]),
+                        TensorName(o.scales_tensor, l.spec.layer_ids[li]), first, end - first});
+    }
   } else {
-    ENGRAM_CHECK(o.scales_tensor.empty(), Code::kInvalidArgument,
-                 "--scale-tensor applies to fp8 tables only");
+    pieces.push_back({o.values_tensor, o.scales_tensor, 0, l.total_rows});
   }
-  reporter.Log(base::LogLevel::kInfo, "values: copied " + std::to_string(l.total_rows) +
-                                          " rows bit-exact from " + o.values_path + " [" +
-                                          o.values_tensor + "]");
+  uint64_t total = 0, done = 0;
+  for (const auto& p : pieces) total += p.rows * (l.row_stride() + l.scale_stride());
+  for (const auto& p : pieces) {
+    auto [file, t] = ckpt->Get(p.name);
+    const uint64_t want = p.rows * l.row_dim;
+    std::string shape;
+    for (size_t i = 0; i < t->shape.size(); ++i) shape += (i ? "x" : "") + std::to_string(t->shape[i]);
+    ENGRAM_CHECK(t->numel() == want, Code::kInvalidArgument,
+                 "tensor \"" << p.name << "\" has shape [" << shape << "] (" << t->numel()
+                             << " values), but " << (per_layer ? "that layer" : "the table") << " needs "
+                             << p.rows << " rows x " << l.row_dim << " values = " << want
+                             << "; check the layout flags or the tensor name");
+    ENGRAM_CHECK(t->dtype == StorageStDType(l.dtype), Code::kInvalidArgument,
+                 "tensor \"" << p.name << "\" is " << StDTypeName(t->dtype) << " but the table stores "
+                             << base::DTypeName(l.dtype)
+                             << "; pass --dtype matching the tensor (rows are copied bit-exact)");
+    StreamTensor(*file, *t, rows + p.first_row * l.row_stride(), p.rows * l.row_stride(), reporter,
+                 &done, total);
+    if (fp8) {
+      auto [sf, st] = ckpt->Get(p.scale_name);
+      ENGRAM_CHECK(st->numel() == p.rows * l.scale_stride(), Code::kInvalidArgument,
+                   "scale tensor \"" << p.scale_name << "\" has " << st->numel() << " values, it needs "
+                                     << p.rows * l.scale_stride() << " (one per 32 values)");
+      ENGRAM_CHECK(st->dtype == StDType::kF8E8M0 || st->dtype == StDType::kU8, Code::kInvalidArgument,
+                   "scale tensor \"" << p.scale_name << "\" is " << StDTypeName(st->dtype)
+                                     << "; e8m0 scales are F8_E8M0 or U8");
+      StreamTensor(*sf, *st, scales + p.first_row * l.scale_stride(), p.rows * l.scale_stride(),
+                   reporter, &done, total);
+    }
+  }
+  reporter.ProgressDone("import values");
+  reporter.Log(base::LogLevel::kInfo,
+               "values: copied " + std::to_string(l.total_rows) + " rows bit-exact from " + o.values_path +
+                   (per_layer ? " (" + std::to_string(pieces.size()) + " per-layer tensors)" : ""));
 }
 
 std::string Provenance(const BuildOptions& o, const TokenStreamStats& st, uint64_t created) {
@@ -319,6 +366,8 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   }
   res.tokens = st.tokens;
   res.documents = st.documents;
+  res.count_seconds = count_sw.Seconds();
+  base::Stopwatch assign_sw;
   if (exact && exact->runs())
     reporter.Log(base::LogLevel::kInfo,
                  "counting spilled " + std::to_string(exact->runs()) + " sorted runs (" +
@@ -369,6 +418,7 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
     sketch->Finish(&oa);
   }
   reporter.ProgressDone("assign owners");
+  res.assign_seconds = assign_sw.Seconds();
   exact.reset();  // spill runs go now
   sketch.reset();
   FinishTable(writer, layout, o, Provenance(o, st, base::UnixNow()), threads, &res, reporter);

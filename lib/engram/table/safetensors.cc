@@ -55,6 +55,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) 
   auto f = std::make_unique<SafetensorsFile>();
   f->path_ = path;
   f->map_ = base::MappedFile::Open(path);
+  f->fd_ = base::OpenFile(path, O_RDONLY);
   const uint64_t size = f->map_.size();
   ENGRAM_CHECK(size >= 8, Code::kCorrupt,
                path << ": truncated: " << size << " bytes, a safetensors file needs at least 8");
@@ -144,6 +145,11 @@ const TensorInfo* SafetensorsFile::Find(const std::string& name) const noexcept 
   for (const auto& t : tensors_)
     if (t.name == name) return &t;
   return nullptr;
+}
+
+void SafetensorsFile::ReadRange(const TensorInfo& t, uint64_t offset, void* out, size_t n) const {
+  ENGRAM_CHECK(offset <= t.end - t.begin && n <= t.end - t.begin - offset, Code::kInternal, "read outside tensor");
+  base::PreadFull(fd_.get(), out, n, data_offset_ + t.begin + offset, path_);
 }
 
 std::span<const uint8_t> SafetensorsFile::Data(const TensorInfo& t) const noexcept {

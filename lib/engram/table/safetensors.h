@@ -53,8 +53,10 @@ class SafetensorsFile {
   const std::string& path() const noexcept { return path_; }
   const std::vector<TensorInfo>& tensors() const noexcept { return tensors_; }
   const TensorInfo* Find(const std::string& name) const noexcept;
-  // The bytes of a tensor; valid while this object lives.
+  // The bytes of a tensor; valid while this object lives. Touching them maps the pages (RSS).
   std::span<const uint8_t> Data(const TensorInfo& t) const noexcept;
+  // Copies n bytes at `offset` inside a tensor with pread (no mapping: bounded RSS for huge files).
+  void ReadRange(const TensorInfo& t, uint64_t offset, void* out, size_t n) const;
   const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
   const base::MappedFile& mapping() const noexcept { return map_; }
   uint64_t data_offset() const noexcept { return data_offset_; }
@@ -62,6 +64,7 @@ class SafetensorsFile {
  private:
   std::string path_;
   base::MappedFile map_;
+  base::UniqueFd fd_;
   uint64_t data_offset_ = 0;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
