@@ -321,7 +321,12 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
         if (l.spec.layer_ids[k] == id) s.table_layer.push_back(k);
     s.canon = l.canon_map;
     if (s.canon.empty()) s.canon = tokenizer::BuildCanonicalMap(*s.tok).map;
-    if (s.cfg.table.prefetch && s.cfg.table.mmap) table::Warm(path, o.threads, rep);
+    if (s.cfg.table.prefetch && s.cfg.table.mmap) {
+      table::WarmResult w = table::Warm(path, o.threads, rep);
+      rep.Log(LogLevel::kInfo, "[engram] prefetch: " + base::FormatBytes(w.resident) + " of " + base::FormatBytes(w.bytes) +
+                                   " resident (read " + base::FormatBytes(w.read_bytes) + " in " +
+                                   base::FormatSeconds(w.seconds) + ")");
+    }
     res.table_mapped_bytes = bytes;
     const double reserved = limit > 0 ? limit : static_cast<double>(bytes);
     rep.Log(LogLevel::kInfo, std::string("[engram] ") + (s.cfg.table.mmap ? "mmap enabled" : "mmap disabled (table read into memory)") +

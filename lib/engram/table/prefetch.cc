@@ -69,15 +69,14 @@ uint64_t ResidentIn(const std::vector<unsigned char>& pages, uint64_t offset, ui
 }  // namespace
 
 Residency Status(const std::string& path) {
+  auto t = Reader::Open(path, OpenOptions{true, true});  // a table, or a clear error
   base::MappedFile m = base::MappedFile::Open(path);
   Residency r;
   r.path = path;
   r.bytes = m.size();
   auto pages = Mincore(m.data(), m.size(), path);
   r.resident_bytes = ResidentIn(pages, 0, m.size(), m.size());
-  // Name the parts when the file is a readable table; otherwise report the file alone.
-  try {
-    auto t = Reader::Open(path, OpenOptions{true, false});
+  {
     const Header& h = t->header();
     r.parts.push_back({"header", 0, kHeaderSize, ResidentIn(pages, 0, kHeaderSize, m.size())});
     for (uint32_t i = 0; i < h.n_sections; ++i) {
@@ -88,13 +87,13 @@ Residency Status(const std::string& path) {
     if (m.size() > h.file_size)
       r.parts.push_back({"journal", h.file_size, m.size() - h.file_size,
                          ResidentIn(pages, h.file_size, m.size() - h.file_size, m.size())});
-  } catch (const Error&) {
   }
   return r;
 }
 
 WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) {
   base::Stopwatch sw;
+  Reader::Open(path, OpenOptions{true, true});  // refuse anything that is not a readable table
   WarmResult res;
   base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
   const uint64_t len = base::RegularFileSize(fd.get(), path);
@@ -161,6 +160,7 @@ WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) 
 }
 
 uint64_t Evict(const std::string& path) {
+  Reader::Open(path, OpenOptions{true, false});
   base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
   base::RegularFileSize(fd.get(), path);
   int r = ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);

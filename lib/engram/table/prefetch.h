@@ -25,7 +25,7 @@ struct Residency {
   std::string ToJson() const;
 };
 
-// Residency of every page of the file (works on any file; sections are named when it is a table).
+// Residency of every page of a table, per section. Throws as Reader::Open for anything else.
 Residency Status(const std::string& path);
 
 struct WarmResult {
