@@ -31,4 +31,6 @@ uint32_t OwnerTag(const uint32_t* ids, uint32_t n, uint64_t tag_seed) noexcept {
   return t == kNoOwner ? 1u : t;
 }
 
+const uint8_t* Xxh3Secret() noexcept { return XXH3_kSecret; }
+
 }  // namespace engram::hash

@@ -24,4 +24,7 @@ uint32_t OwnerTag(const uint32_t* ids, uint32_t n, uint64_t tag_seed) noexcept;
 
 inline constexpr uint32_t kNoOwner = 0;
 
+// XXH3's 192-byte default secret (for xxh3_short.h, e.g. copied to CUDA constant memory).
+const uint8_t* Xxh3Secret() noexcept;
+
 }  // namespace engram::hash

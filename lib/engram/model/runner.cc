@@ -21,6 +21,7 @@
 #include "engram/model/model_config.h"
 #include "engram/model/run.h"
 #include "engram/model/transformer.h"
+#include "engram/table/gather.h"
 #include "engram/table/prefetch.h"
 #include "engram/table/verify.h"
 #include "engram/table/view.h"
@@ -49,7 +50,8 @@ class Gatherer {
   // seqs[b] = that sequence's canonical ids so far including this step's T new ones (for padded
   // slots, valid[b * T + t] == 0). Computes every layer's bucket ids now (step entry), then
   // gathers rows in the background.
-  void Start(const std::vector<std::vector<uint32_t>>& seqs, int T, const std::vector<uint8_t>& valid) {
+  void Start(const std::vector<std::vector<uint32_t>>& seqs, int T,
+             const std::vector<uint8_t>& valid) {
     const table::Layout& l = view_.layout();
     const size_t B = seqs.size(), per = l.spec.per_layer(), layers = table_layer_.size();
     B_ = B;
@@ -96,7 +98,8 @@ class Gatherer {
     return bufs_[k].data();
   }
 
-  void Finish(uint64_t* lookups, uint64_t* hits, std::vector<uint64_t>* seq_lookups, std::vector<uint64_t>* seq_hits) {
+  void Finish(uint64_t* lookups, uint64_t* hits, std::vector<uint64_t>* seq_lookups,
+              std::vector<uint64_t>* seq_hits) {
     if (worker_.joinable()) worker_.join();
     if (error_) std::rethrow_exception(error_);
     *lookups += step_lookups_;
@@ -116,6 +119,7 @@ class Gatherer {
     try {
       const table::Layout& l = view_.layout();
       const size_t per = l.spec.per_layer(), D = l.row_dim, heads = l.spec.n_heads;
+      std::vector<uint64_t> rows(per);
       step_lookups_ = step_hits_ = 0;
       seq_l_.assign(B_, 0);
       seq_h_.assign(B_, 0);
@@ -126,9 +130,14 @@ class Gatherer {
             if (!valid_[b * T_ + t]) continue;
             for (size_t c = 0; c < per; ++c) {
               uint32_t n = static_cast<uint32_t>(c / heads) + hash::kMinOrder;
-              uint64_t row = l.RowOf(l.spec.SubIndex(table_layer_[k], n, static_cast<uint32_t>(c % heads)),
-                                     buckets_[k][(b * T_ + t) * per + c]);
-              view_.DecodeRowTo(row, std::span<float>(&out[((b * T_ + t) * per + c) * D], D));
+              rows[c] =
+                  l.RowOf(l.spec.SubIndex(table_layer_[k], n, static_cast<uint32_t>(c % heads)),
+                          buckets_[k][(b * T_ + t) * per + c]);
+            }
+            table::GatherRowsF32(view_, rows, &out[(b * T_ + t) * per * D]);
+            for (size_t c = 0; c < per; ++c) {
+              uint32_t n = static_cast<uint32_t>(c / heads) + hash::kMinOrder;
+              uint64_t row = rows[c];
               size_t cell = (b * T_ + t) * (l.spec.max_order - 1) + (n - hash::kMinOrder);
               if (full_[cell]) {
                 bool hit = view_.Tag(row) == tags_[cell];
@@ -172,11 +181,14 @@ class Gatherer {
 };
 
 uint32_t Sample(const float* logits, size_t V, const RunOptions& o, std::mt19937_64* rng) {
-  if (o.temperature <= 0) return static_cast<uint32_t>(std::max_element(logits, logits + V) - logits);
+  if (o.temperature <= 0)
+    return static_cast<uint32_t>(std::max_element(logits, logits + V) - logits);
   std::vector<std::pair<float, uint32_t>> c(V);
-  for (size_t i = 0; i < V; ++i) c[i] = {logits[i] / static_cast<float>(o.temperature), static_cast<uint32_t>(i)};
+  for (size_t i = 0; i < V; ++i)
+    c[i] = {logits[i] / static_cast<float>(o.temperature), static_cast<uint32_t>(i)};
   size_t k = (o.top_k > 0 && static_cast<size_t>(o.top_k) < V) ? static_cast<size_t>(o.top_k) : V;
-  std::partial_sort(c.begin(), c.begin() + k, c.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  std::partial_sort(c.begin(), c.begin() + k, c.end(),
+                    [](auto& a, auto& b) { return a.first > b.first; });
   c.resize(k);
   double mx = c[0].first, sum = 0;
   std::vector<double> p(k);
@@ -212,30 +224,41 @@ struct Setup {
   bool engram = false;
 };
 
-void CheckTableAgainstModel(const table::Layout& l, const ModelConfig& mc, uint64_t tok_fp, const std::string& path) {
+void CheckTableAgainstModel(const table::Layout& l, const ModelConfig& mc, uint64_t tok_fp,
+                            const std::string& path) {
   std::vector<std::string> p;
   auto add = [&](const std::string& s) { p.push_back(s); };
   if (l.spec.max_order != mc.max_ngram_size)
-    add("n-gram order: table " + std::to_string(l.spec.max_order) + ", model " + std::to_string(mc.max_ngram_size));
+    add("n-gram order: table " + std::to_string(l.spec.max_order) + ", model " +
+        std::to_string(mc.max_ngram_size));
   if (l.spec.n_heads != mc.n_head_per_ngram)
-    add("heads per order: table " + std::to_string(l.spec.n_heads) + ", model " + std::to_string(mc.n_head_per_ngram));
+    add("heads per order: table " + std::to_string(l.spec.n_heads) + ", model " +
+        std::to_string(mc.n_head_per_ngram));
   if (l.row_dim != mc.row_dim())
-    add("row width: table " + std::to_string(l.row_dim) + ", model " + std::to_string(mc.row_dim()));
+    add("row width: table " + std::to_string(l.row_dim) + ", model " +
+        std::to_string(mc.row_dim()));
   if (std::string(hash::AddressingName(l.spec.mode)) != mc.addressing)
-    add(std::string("addressing: table ") + std::string(hash::AddressingName(l.spec.mode)) + ", model " + mc.addressing);
-  if (l.spec.mode == hash::AddressingMode::kNative && mc.log2_buckets && l.spec.log2_buckets != mc.log2_buckets)
-    add("buckets: table 2^" + std::to_string(l.spec.log2_buckets) + ", model 2^" + std::to_string(mc.log2_buckets));
+    add(std::string("addressing: table ") + std::string(hash::AddressingName(l.spec.mode)) +
+        ", model " + mc.addressing);
+  if (l.spec.mode == hash::AddressingMode::kNative && mc.log2_buckets &&
+      l.spec.log2_buckets != mc.log2_buckets)
+    add("buckets: table 2^" + std::to_string(l.spec.log2_buckets) + ", model 2^" +
+        std::to_string(mc.log2_buckets));
   for (uint32_t id : mc.engram_layer_ids) {
     bool found = false;
     for (uint32_t t : l.spec.layer_ids) found = found || t == id;
-    if (!found) add("layer " + std::to_string(id) + " has an Engram branch in the model but no rows in the table");
+    if (!found)
+      add("layer " + std::to_string(id) +
+          " has an Engram branch in the model but no rows in the table");
   }
   if (l.tokenizer_fingerprint && tok_fp && l.tokenizer_fingerprint != tok_fp)
-    add("tokenizer fingerprint: table " + Hex(l.tokenizer_fingerprint) + ", model's tokenizer.json " + Hex(tok_fp));
+    add("tokenizer fingerprint: table " + Hex(l.tokenizer_fingerprint) +
+        ", model's tokenizer.json " + Hex(tok_fp));
   if (p.empty()) return;
   std::string msg = path + " does not fit the model:";
   for (const auto& s : p) msg += "\n  " + s;
-  msg += "\nrebuild the table for this model (engramctl build with the model's layout and tokenizer)";
+  msg +=
+      "\nrebuild the table for this model (engramctl build with the model's layout and tokenizer)";
   ENGRAM_THROW(Code::kInvalidArgument, msg);
 }
 
@@ -247,16 +270,21 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
   Setup s;
   s.cfg = o.config_path.empty() ? config::Parse("", "(defaults)") : config::Load(o.config_path);
   for (const auto& n : s.cfg.notes)
-    rep.Log(LogLevel::kNote, s.cfg.source_path + ":" + std::to_string(n.line) + ": " + n.key + ": " + n.text);
+    rep.Log(LogLevel::kNote,
+            s.cfg.source_path + ":" + std::to_string(n.line) + ": " + n.key + ": " + n.text);
   std::string device = o.device.empty() ? s.cfg.model.device : o.device;
   if (device.rfind("cuda", 0) == 0) {
     ENGRAM_CHECK(TorchHasCuda(), Code::kInvalidArgument,
-                 "device \"" << device << "\" (" << (o.device.empty() ? s.cfg.Where("model.device") : "--device")
-                             << ") needs CUDA, but this engramctl's libtorch has no CUDA device or support; run on CPU "
-                                "with --device cpu (or set [model] device = \"cpu\"), or build against a CUDA-enabled "
+                 "device \"" << device << "\" ("
+                             << (o.device.empty() ? s.cfg.Where("model.device") : "--device")
+                             << ") needs CUDA, but this engramctl's libtorch has no CUDA device or "
+                                "support; run on CPU "
+                                "with --device cpu (or set [model] device = \"cpu\"), or build "
+                                "against a CUDA-enabled "
                                 "libtorch (see README, CUDA)");
   } else {
-    ENGRAM_CHECK(device == "cpu", Code::kInvalidArgument, "device \"" << device << "\": use cpu or cuda:N");
+    ENGRAM_CHECK(device == "cpu", Code::kInvalidArgument,
+                 "device \"" << device << "\": use cpu or cuda:N");
   }
   std::string model_dir = o.model_dir.empty() ? s.cfg.model.path : o.model_dir;
   ENGRAM_CHECK(!model_dir.empty(), Code::kInvalidArgument,
@@ -265,30 +293,40 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
   ENGRAM_CHECK(base::PathExists(model_dir + "/model.safetensors") ||
                    base::PathExists(model_dir + "/model.safetensors.index.json"),
                Code::kInvalidArgument,
-               model_dir << " has no model.safetensors (or model.safetensors.index.json); the model directory is incomplete");
+               model_dir << " has no model.safetensors (or model.safetensors.index.json); the "
+                            "model directory is incomplete");
   if (s.cfg.moe.num_experts && *s.cfg.moe.num_experts != s.mc.n_routed_experts)
-    ENGRAM_THROW(Code::kConfig, s.cfg.Where("moe.num_experts") << " = " << *s.cfg.moe.num_experts << " but " << model_dir
-                                                                << "/config.json has n_routed_experts = " << s.mc.n_routed_experts
-                                                                << "; fix the config to match the model");
+    ENGRAM_THROW(Code::kConfig,
+                 s.cfg.Where("moe.num_experts")
+                     << " = " << *s.cfg.moe.num_experts << " but " << model_dir
+                     << "/config.json has n_routed_experts = " << s.mc.n_routed_experts
+                     << "; fix the config to match the model");
   if (s.cfg.moe.top_k && *s.cfg.moe.top_k != s.mc.num_experts_per_tok)
-    ENGRAM_THROW(Code::kConfig, s.cfg.Where("moe.top_k") << " = " << *s.cfg.moe.top_k << " but " << model_dir
-                                                          << "/config.json has num_experts_per_tok = " << s.mc.num_experts_per_tok
-                                                          << "; fix the config to match the model");
-  std::string tok_path = s.cfg.model.tokenizer.empty() ? model_dir + "/tokenizer.json" : s.cfg.model.tokenizer;
+    ENGRAM_THROW(Code::kConfig,
+                 s.cfg.Where("moe.top_k")
+                     << " = " << *s.cfg.moe.top_k << " but " << model_dir
+                     << "/config.json has num_experts_per_tok = " << s.mc.num_experts_per_tok
+                     << "; fix the config to match the model");
+  std::string tok_path =
+      s.cfg.model.tokenizer.empty() ? model_dir + "/tokenizer.json" : s.cfg.model.tokenizer;
   ENGRAM_CHECK(base::PathExists(tok_path), Code::kInvalidArgument,
-               tok_path << " is missing: the model directory needs its tokenizer.json (or set [model] tokenizer)");
+               tok_path << " is missing: the model directory needs its tokenizer.json (or set "
+                           "[model] tokenizer)");
   s.tok = tokenizer::Tokenizer::Load(tok_path);
   const uint64_t tok_fp = s.tok->Fingerprint();
   if (!s.mc.tokenizer_fingerprint.empty() && s.mc.tokenizer_fingerprint != Hex(tok_fp))
-    ENGRAM_THROW(Code::kInvalidArgument, tok_path << " (fingerprint " << Hex(tok_fp) << ") is not the tokenizer the model was "
-                                                  << "trained with (" << s.mc.tokenizer_fingerprint << ")");
+    ENGRAM_THROW(Code::kInvalidArgument, tok_path << " (fingerprint " << Hex(tok_fp)
+                                                  << ") is not the tokenizer the model was "
+                                                  << "trained with (" << s.mc.tokenizer_fingerprint
+                                                  << ")");
 
   s.engram = s.cfg.engram.enable && !o.no_engram && !s.mc.engram_layer_ids.empty();
   base::Stopwatch table_sw;
   if (s.engram) {
     std::string path = o.table_path.empty() ? s.cfg.table.path : o.table_path;
     ENGRAM_CHECK(!path.empty(), Code::kInvalidArgument,
-                 "no Engram table: set [engram.table] path (or ENGRAM_TABLE_PATH, or --table), or run with --no-engram");
+                 "no Engram table: set [engram.table] path (or ENGRAM_TABLE_PATH, or --table), or "
+                 "run with --no-engram");
     rep.Log(LogLevel::kInfo, "[engram] loading ngram table from " + path);
     uint64_t bytes;
     {
@@ -297,19 +335,23 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
     }
     const double limit = s.cfg.engram.host_memory_limit_gb * 1e9;
     if (limit > 0 && static_cast<double>(bytes) > limit)
-      ENGRAM_THROW(Code::kConfig, "the table " << path << " is " << base::FormatGB(static_cast<double>(bytes))
-                                              << ", larger than " << s.cfg.Where("engram.host_memory_limit_gb") << " = "
-                                              << base::FormatGB(limit)
-                                              << "; raise the limit or use a smaller table (it is never loaded into "
-                                                 "device memory instead)");
+      ENGRAM_THROW(
+          Code::kConfig, "the table "
+                             << path << " is " << base::FormatGB(static_cast<double>(bytes))
+                             << ", larger than " << s.cfg.Where("engram.host_memory_limit_gb")
+                             << " = " << base::FormatGB(limit)
+                             << "; raise the limit or use a smaller table (it is never loaded into "
+                                "device memory instead)");
     uint64_t need = table::HostMemoryNeeded(bytes, 1.15), avail = base::AvailableMemoryBytes();
     if (avail && need > avail)
-      ENGRAM_THROW(Code::kIo, "the table " << path << " (" << base::FormatGB(static_cast<double>(bytes)) << ") needs about "
-                                          << base::FormatGB(static_cast<double>(need))
-                                          << " of free host memory with page-cache overhead, but only "
-                                          << base::FormatGB(static_cast<double>(avail))
-                                          << " is available; free memory or run on a larger host (the table is never "
-                                             "loaded into device memory instead)");
+      ENGRAM_THROW(
+          Code::kIo,
+          "the table " << path << " (" << base::FormatGB(static_cast<double>(bytes))
+                       << ") needs about " << base::FormatGB(static_cast<double>(need))
+                       << " of free host memory with page-cache overhead, but only "
+                       << base::FormatGB(static_cast<double>(avail))
+                       << " is available; free memory or run on a larger host (the table is never "
+                          "loaded into device memory instead)");
     table::ViewOptions vo;
     vo.deterministic_addressing = s.cfg.engram.deterministic_addressing;
     vo.open.use_mmap = s.cfg.table.mmap;
@@ -323,24 +365,32 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
     if (s.canon.empty()) s.canon = tokenizer::BuildCanonicalMap(*s.tok).map;
     if (s.cfg.table.prefetch && s.cfg.table.mmap) {
       table::WarmResult w = table::Warm(path, o.threads, rep);
-      rep.Log(LogLevel::kInfo, "[engram] prefetch: " + base::FormatBytes(w.resident) + " of " + base::FormatBytes(w.bytes) +
-                                   " resident (read " + base::FormatBytes(w.read_bytes) + " in " +
+      rep.Log(LogLevel::kInfo, "[engram] prefetch: " + base::FormatBytes(w.resident) + " of " +
+                                   base::FormatBytes(w.bytes) + " resident (read " +
+                                   base::FormatBytes(w.read_bytes) + " in " +
                                    base::FormatSeconds(w.seconds) + ")");
     }
     res.table_mapped_bytes = bytes;
     const double reserved = limit > 0 ? limit : static_cast<double>(bytes);
-    rep.Log(LogLevel::kInfo, std::string("[engram] ") + (s.cfg.table.mmap ? "mmap enabled" : "mmap disabled (table read into memory)") +
-                                 ", host memory reserved: " + base::FormatGB(reserved));
+    rep.Log(LogLevel::kInfo,
+            std::string("[engram] ") +
+                (s.cfg.table.mmap ? "mmap enabled" : "mmap disabled (table read into memory)") +
+                ", host memory reserved: " + base::FormatGB(reserved));
     rep.Log(LogLevel::kInfo, "[engram] hash buckets: " +
-                                 std::to_string(l.spec.mode == hash::AddressingMode::kNative ? l.spec.sizes[0]
-                                                                                             : l.spec.base_sizes[0]) +
+                                 std::to_string(l.spec.mode == hash::AddressingMode::kNative
+                                                    ? l.spec.sizes[0]
+                                                    : l.spec.base_sizes[0]) +
                                  ", order: " + std::to_string(l.spec.max_order) +
                                  ", embed_dim: " + std::to_string(l.row_dim * l.spec.n_heads));
-    rep.Log(LogLevel::kInfo, std::string("[engram] deterministic addressing: ") +
-                                 (s.cfg.engram.deterministic_addressing ? "ON" : "OFF (reading through the journal)"));
+    rep.Log(
+        LogLevel::kInfo,
+        std::string("[engram] deterministic addressing: ") +
+            (s.cfg.engram.deterministic_addressing ? "ON" : "OFF (reading through the journal)"));
   } else {
-    rep.Log(LogLevel::kInfo, o.no_engram ? "[engram] disabled by --no-engram (ablation)"
-                                         : "[engram] disabled ([engram] enable = false or the model has no Engram layers)");
+    rep.Log(LogLevel::kInfo,
+            o.no_engram
+                ? "[engram] disabled by --no-engram (ablation)"
+                : "[engram] disabled ([engram] enable = false or the model has no Engram layers)");
   }
   res.table_seconds = table_sw.Seconds();
 
@@ -358,8 +408,9 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
   auto model = Transformer::Load(s.mc, to);
   res.load_seconds = load_sw.Seconds() + res.table_seconds;
   if (s.engram)
-    rep.Log(LogLevel::kInfo, "[engram] table loaded in " + base::FormatSeconds(res.table_seconds) +
-                                 ", gpu footprint: " + base::FormatGB(static_cast<double>(res.device_bytes)));
+    rep.Log(LogLevel::kInfo,
+            "[engram] table loaded in " + base::FormatSeconds(res.table_seconds) +
+                ", gpu footprint: " + base::FormatGB(static_cast<double>(res.device_bytes)));
 
   const uint32_t V = s.mc.vocab_size;
   const uint32_t N = s.engram ? s.view->layout().spec.max_order : 2;
@@ -372,9 +423,11 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
     for (size_t b = 0; b < B; ++b) {
       pr[b].prompt = o.prompts[first + b];
       ids[b] = s.tok->Encode(pr[b].prompt);
-      ENGRAM_CHECK(!ids[b].empty(), Code::kInvalidArgument, "prompt " << first + b + 1 << " is empty after tokenization");
+      ENGRAM_CHECK(!ids[b].empty(), Code::kInvalidArgument,
+                   "prompt " << first + b + 1 << " is empty after tokenization");
       for (uint32_t id : ids[b]) {
-        ENGRAM_CHECK(id < V, Code::kInvalidArgument, "token id " << id << " is outside the model's vocabulary");
+        ENGRAM_CHECK(id < V, Code::kInvalidArgument,
+                     "token id " << id << " is outside the model's vocabulary");
         canon[b].push_back(id < s.canon.size() ? s.canon[id] : 0);
       }
       pr[b].prompt_ids = ids[b];
@@ -414,7 +467,8 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
       if (s.engram) {
         g = std::make_unique<Gatherer>(*s.view, s.mc, s.table_layer);
         g->Start(canon, static_cast<int>(t_len), valid);
-        res.staging_bytes = std::max<uint64_t>(res.staging_bytes, B * t_len * s.mc.memory_dim() * 4 * s.table_layer.size());
+        res.staging_bytes = std::max<uint64_t>(
+            res.staging_bytes, B * t_len * s.mc.memory_dim() * 4 * s.table_layer.size());
         in.engram_rows = [&g](size_t k) { return g->Rows(k); };
       }
       model->Forward(in, &logits);
@@ -435,10 +489,12 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
           std::vector<std::vector<uint32_t>> fresh(B), hist(B);
           for (size_t k = 0; k < B; ++k) {
             // Only sequence b advances; the others take a one-token pad step that is ignored.
-            fresh[k] = k == b ? std::vector<uint32_t>(all_ids[b].begin() + w0, all_ids[b].begin() + w1)
-                              : std::vector<uint32_t>{0};
-            hist[k] = k == b ? std::vector<uint32_t>(all_canon[b].begin(), all_canon[b].begin() + w1)
-                             : std::vector<uint32_t>{0};
+            fresh[k] = k == b
+                           ? std::vector<uint32_t>(all_ids[b].begin() + w0, all_ids[b].begin() + w1)
+                           : std::vector<uint32_t>{0};
+            hist[k] = k == b
+                          ? std::vector<uint32_t>(all_canon[b].begin(), all_canon[b].begin() + w1)
+                          : std::vector<uint32_t>{0};
           }
           canon = hist;
           // Position t predicts token t + 1 (the last position of the document predicts nothing).
@@ -447,7 +503,8 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
             if (t + 1 < all_ids[b].size()) tgt[t - w0] = all_ids[b][t + 1];
           if (o.dump_logits) {
             size_t t_len = step(fresh, true);
-            for (size_t t = 0; t < t_len; ++t) pr[b].logits.emplace_back(logits.begin() + t * V, logits.begin() + (t + 1) * V);
+            for (size_t t = 0; t < t_len; ++t)
+              pr[b].logits.emplace_back(logits.begin() + t * V, logits.begin() + (t + 1) * V);
             model->Reset();
             std::fill(pos_next.begin(), pos_next.end(), 0);
           }
@@ -484,7 +541,8 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
           ids[b].push_back(t);
           canon[b].push_back(t < s.canon.size() ? s.canon[t] : 0);
         }
-        if (n + 1 == o.n_predict || std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
+        if (n + 1 == o.n_predict || std::all_of(done.begin(), done.end(), [](bool d) { return d; }))
+          break;
         step(next, false);
       }
       res.eval_seconds += eval_sw.Seconds();
@@ -497,23 +555,34 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
       const std::string req = "[engram] request " + std::to_string(first + b + 1) + ": ";
       if (!s.engram) continue;
       if (pr[b].bypass)
-        rep.Log(LogLevel::kInfo, req + "engram bypass: the prompt has " + std::to_string(pr[b].prompt_ids.size()) +
-                                     " token(s), fewer than the n-gram order " + std::to_string(N) +
-                                     ", so its first positions have no full n-gram (normal, not an error)");
+        rep.Log(LogLevel::kInfo,
+                req + "engram bypass: the prompt has " + std::to_string(pr[b].prompt_ids.size()) +
+                    " token(s), fewer than the n-gram order " + std::to_string(N) +
+                    ", so its first positions have no full n-gram (normal, not an error)");
       char line[200];
-      double rate = pr[b].engram_lookups ? static_cast<double>(pr[b].engram_hits) / static_cast<double>(pr[b].engram_lookups) : 0;
-      std::snprintf(line, sizeof line, "engram_hit_rate: %.4f (%llu hits / %llu lookups), engram lookup miss: %llu", rate,
-                    static_cast<unsigned long long>(pr[b].engram_hits), static_cast<unsigned long long>(pr[b].engram_lookups),
+      double rate = pr[b].engram_lookups ? static_cast<double>(pr[b].engram_hits) /
+                                               static_cast<double>(pr[b].engram_lookups)
+                                         : 0;
+      std::snprintf(line, sizeof line,
+                    "engram_hit_rate: %.4f (%llu hits / %llu lookups), engram lookup miss: %llu",
+                    rate, static_cast<unsigned long long>(pr[b].engram_hits),
+                    static_cast<unsigned long long>(pr[b].engram_lookups),
                     static_cast<unsigned long long>(pr[b].engram_lookups - pr[b].engram_hits));
       rep.Log(LogLevel::kInfo, req + line);
       if (pr[b].engram_lookups == 0)
-        rep.Log(LogLevel::kInfo, req + "engram_hit_rate is 0 because no position has a full n-gram (the input is shorter "
-                                       "than order 2)");
+        rep.Log(
+            LogLevel::kInfo,
+            req +
+                "engram_hit_rate is 0 because no position has a full n-gram (the input is shorter "
+                "than order 2)");
       else if (pr[b].engram_lookups >= 8 && rate < 0.3)
         rep.Log(LogLevel::kWarning,
-                req + "engram_hit_rate below 0.3: the text is far from the table's corpus, or the table was built with "
-                      "another n-gram order or tokenizer than this model uses (table: orders 2.." +
-                    std::to_string(N) + ", tokenizer " + Hex(s.view->layout().tokenizer_fingerprint) + ")");
+                req +
+                    "engram_hit_rate below 0.3: the text is far from the table's corpus, or the "
+                    "table was built with "
+                    "another n-gram order or tokenizer than this model uses (table: orders 2.." +
+                    std::to_string(N) + ", tokenizer " +
+                    Hex(s.view->layout().tokenizer_fingerprint) + ")");
     }
     for (auto& p : pr) res.prompts.push_back(std::move(p));
   }
@@ -527,8 +596,10 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
 
 }  // namespace engram::model
 
-extern "C" int engram_model_run_v1(const engram::model::RunOptions* opts, engram::base::Reporter* reporter,
-                                   engram::model::RunResult* result, std::string* error, int* error_code) {
+extern "C" int engram_model_run_v1(const engram::model::RunOptions* opts,
+                                   engram::base::Reporter* reporter,
+                                   engram::model::RunResult* result, std::string* error,
+                                   int* error_code) {
   try {
     *result = engram::model::RunImpl(*opts, *reporter);
     return 0;

@@ -9,6 +9,7 @@
 
 #include "engram/base/dtype.h"
 #include "engram/base/error.h"
+#include "engram/model/engram_gate.h"
 #include "engram/table/safetensors.h"
 
 namespace engram::model {
@@ -48,7 +49,7 @@ struct EngramBranch {
   Linear key, value;
   Tensor norm_key, norm_query, conv_norm, conv_w;  // conv_w [H, K] (depthwise)
   int kernel = 0, dilation = 1;
-  Tensor conv_state;                                // [B, span, H] previous normalised values
+  Tensor conv_state;  // [B, span, H] previous normalised values
 };
 
 struct LayerW {
@@ -63,8 +64,8 @@ struct LayerW {
   bool has_shared = false;
   int engram = -1;
   EngramBranch eg;
-  Tensor k_cache, v_cache;          // [B, heads, S, d] (f32/bf16) or uint8 codes (fp8)
-  Tensor k_scale, v_scale;          // fp8: [B, heads, S, 1]
+  Tensor k_cache, v_cache;  // [B, heads, S, d] (f32/bf16) or uint8 codes (fp8)
+  Tensor k_scale, v_scale;  // fp8: [B, heads, S, 1]
 };
 
 Tensor RmsNorm(const Tensor& x, const Tensor& w, double eps) {
@@ -91,7 +92,8 @@ class TorchTransformer final : public Transformer {
     head_dim_ = cfg.hidden_size / heads_;
     Load();
     // RoPE tables for every position.
-    Tensor inv = 1.0 / torch::pow(cfg.rope_theta, torch::arange(0, head_dim_, 2, torch::kFloat64) / head_dim_);
+    Tensor inv = 1.0 / torch::pow(cfg.rope_theta,
+                                  torch::arange(0, head_dim_, 2, torch::kFloat64) / head_dim_);
     Tensor pos = torch::arange(0, o.max_seq, torch::kFloat64);
     Tensor freqs = torch::outer(pos, inv).to(torch::kFloat32);
     Tensor emb = torch::cat({freqs, freqs}, -1);
@@ -114,7 +116,8 @@ class TorchTransformer final : public Transformer {
         L.v_scale = torch::zeros({B, heads_, S, 1}, torch::kFloat32);
       }
       if (L.engram >= 0 && L.eg.kernel > 0)
-        L.eg.conv_state = torch::zeros({B, (L.eg.kernel - 1) * L.eg.dilation, cfg_.hidden_size}, dtype_);
+        L.eg.conv_state =
+            torch::zeros({B, (L.eg.kernel - 1) * L.eg.dilation, cfg_.hidden_size}, dtype_);
     }
     valid_cache_ = torch::zeros({B, S}, torch::kBool);
     len_ = 0;
@@ -130,22 +133,25 @@ class TorchTransformer final : public Transformer {
   void Forward(const StepInput& in, std::vector<float>* logits_out) override {
     torch::NoGradGuard ng;
     const int64_t B = in.batch, T = in.T, H = cfg_.hidden_size;
-    ENGRAM_CHECK(B <= o_.max_batch, Code::kInvalidArgument, "batch " << B << " exceeds the runner's " << o_.max_batch);
+    ENGRAM_CHECK(B <= o_.max_batch, Code::kInvalidArgument,
+                 "batch " << B << " exceeds the runner's " << o_.max_batch);
     ENGRAM_CHECK(len_ + T <= o_.max_seq, Code::kInvalidArgument,
                  "the sequence would reach " << len_ + T << " tokens, more than the " << o_.max_seq
                                              << " the model runs with; shorten the prompt or -n");
     Tensor tok = torch::from_blob(const_cast<int64_t*>(in.tokens), {B, T}, torch::kInt64);
     Tensor pos = torch::from_blob(const_cast<int64_t*>(in.positions), {B, T}, torch::kInt64);
-    Tensor valid = torch::from_blob(const_cast<uint8_t*>(in.valid), {B, T}, torch::kUInt8).to(torch::kBool);
+    Tensor valid =
+        torch::from_blob(const_cast<uint8_t*>(in.valid), {B, T}, torch::kUInt8).to(torch::kBool);
     valid_cache_.narrow(0, 0, B).narrow(1, len_, T).copy_(valid);
     // Keys visible to each query: valid slots up to the query's own step position.
     const int64_t S = len_ + T;
-    Tensor key_ok = valid_cache_.narrow(0, 0, B).narrow(1, 0, S);           // [B, S]
-    Tensor causal = torch::ones({T, S}, torch::kBool).tril(len_);            // [T, S]
-    Tensor mask = key_ok.unsqueeze(1).logical_and(causal.unsqueeze(0));      // [B, T, S]
+    Tensor key_ok = valid_cache_.narrow(0, 0, B).narrow(1, 0, S);        // [B, S]
+    Tensor causal = torch::ones({T, S}, torch::kBool).tril(len_);        // [T, S]
+    Tensor mask = key_ok.unsqueeze(1).logical_and(causal.unsqueeze(0));  // [B, T, S]
     // A padded query sees nothing valid; let it see itself so softmax stays finite.
     mask = mask.logical_or(torch::eye(T, S, torch::kBool).roll(len_, 1).unsqueeze(0));
-    Tensor neg = torch::zeros({B, 1, T, S}, torch::kFloat32).masked_fill(mask.logical_not().unsqueeze(1), -INFINITY);
+    Tensor neg = torch::zeros({B, 1, T, S}, torch::kFloat32)
+                     .masked_fill(mask.logical_not().unsqueeze(1), -INFINITY);
     Tensor cos = cos_.index({pos}).unsqueeze(1).to(dtype_);  // [B, 1, T, d]
     Tensor sin = sin_.index({pos}).unsqueeze(1).to(dtype_);
 
@@ -154,7 +160,9 @@ class TorchTransformer final : public Transformer {
       LayerW& L = layers_[li];
       if (L.engram >= 0 && in.engram_rows) {
         const float* rows = in.engram_rows(static_cast<size_t>(L.engram));
-        Tensor e = torch::from_blob(const_cast<float*>(rows), {B, T, (int64_t)cfg_.memory_dim()}, torch::kFloat32).to(dtype_);
+        Tensor e = torch::from_blob(const_cast<float*>(rows), {B, T, (int64_t)cfg_.memory_dim()},
+                                    torch::kFloat32)
+                       .to(dtype_);
         h = h + Engram(L, h, e, valid);
       }
       Tensor x = RmsNorm(h, L.in_norm, cfg_.rms_norm_eps);
@@ -174,7 +182,8 @@ class TorchTransformer final : public Transformer {
         keys = L.k_cache.narrow(0, 0, B).narrow(2, 0, S).to(dtype_);
         vals = L.v_cache.narrow(0, 0, B).narrow(2, 0, S).to(dtype_);
       }
-      Tensor att = at::matmul(q, keys.transpose(-1, -2)).to(torch::kFloat32) / std::sqrt(static_cast<double>(head_dim_));
+      Tensor att = at::matmul(q, keys.transpose(-1, -2)).to(torch::kFloat32) /
+                   std::sqrt(static_cast<double>(head_dim_));
       att = (att + neg).softmax(-1).to(dtype_);
       Tensor y = at::matmul(att, vals).transpose(1, 2).reshape({B, T, H});
       h = h + L.o(y);
@@ -186,7 +195,8 @@ class TorchTransformer final : public Transformer {
     if (in.targets) {
       Tensor tgt = torch::from_blob(const_cast<int64_t*>(in.targets), {B, T}, torch::kInt64);
       Tensor lg = Lin(h, lm_head_).to(torch::kFloat32);
-      Tensor nll = (lg.logsumexp(-1) - lg.gather(-1, tgt.clamp_min(0).unsqueeze(-1)).squeeze(-1)) * (tgt >= 0);
+      Tensor nll = (lg.logsumexp(-1) - lg.gather(-1, tgt.clamp_min(0).unsqueeze(-1)).squeeze(-1)) *
+                   (tgt >= 0);
       nll = nll.contiguous();
       logits_out->assign(nll.data_ptr<float>(), nll.data_ptr<float>() + nll.numel());
       return;
@@ -201,12 +211,26 @@ class TorchTransformer final : public Transformer {
   Tensor Engram(LayerW& L, const Tensor& h, const Tensor& e, const Tensor& valid) {
     EngramBranch& g = L.eg;
     Tensor k = g.key(e), v = g.value(e);
-    Tensor gate = (RmsNorm(k, g.norm_key, cfg_.rms_norm_eps) * RmsNorm(h, g.norm_query, cfg_.rms_norm_eps))
-                      .to(torch::kFloat32)
-                      .sum(-1) /
-                  std::sqrt(static_cast<double>(cfg_.hidden_size));
-    gate = gate.abs().clamp_min(1e-6).sqrt() * gate.sign();
-    Tensor vt = torch::sigmoid(gate).unsqueeze(-1).to(dtype_) * v;  // [B, T, H]
+    Tensor vt;  // [B, T, H]
+    if (dtype_ == torch::kFloat32 && h.device().is_cpu()) {
+      // f32 on CPU: the torch-free gate, also the reference for the CUDA kernel's parity test.
+      Tensor kc = k.contiguous(), hc = h.contiguous(), vc = v.contiguous();
+      Tensor wk = g.norm_key.to(torch::kFloat32).contiguous(),
+             wq = g.norm_query.to(torch::kFloat32).contiguous();
+      vt = torch::empty_like(vc);
+      EngramGateCpu(kc.data_ptr<float>(), hc.data_ptr<float>(), wk.data_ptr<float>(),
+                    wq.data_ptr<float>(), vc.data_ptr<float>(), vt.data_ptr<float>(),
+                    static_cast<size_t>(kc.numel() / kc.size(-1)), static_cast<size_t>(kc.size(-1)),
+                    static_cast<float>(cfg_.rms_norm_eps));
+    } else {
+      Tensor gate =
+          (RmsNorm(k, g.norm_key, cfg_.rms_norm_eps) * RmsNorm(h, g.norm_query, cfg_.rms_norm_eps))
+              .to(torch::kFloat32)
+              .sum(-1) /
+          std::sqrt(static_cast<double>(cfg_.hidden_size));
+      gate = gate.abs().clamp_min(1e-6).sqrt() * gate.sign();
+      vt = torch::sigmoid(gate).unsqueeze(-1).to(dtype_) * v;
+    }
     if (g.kernel == 0) return vt;
     // Padded positions contribute zeros to the causal conv, as the sequence start does.
     Tensor n = RmsNorm(vt, g.conv_norm, cfg_.rms_norm_eps) * valid.unsqueeze(-1).to(dtype_);
@@ -215,7 +239,8 @@ class TorchTransformer final : public Transformer {
     g.conv_state.narrow(0, 0, B).copy_(full.narrow(1, T, span));
     // y[t] = sum_j w[:, j] * full[t + j * dilation]
     Tensor y = full.narrow(1, 0, T) * g.conv_w.select(1, 0);
-    for (int j = 1; j < g.kernel; ++j) y = y + full.narrow(1, j * g.dilation, T) * g.conv_w.select(1, j);
+    for (int j = 1; j < g.kernel; ++j)
+      y = y + full.narrow(1, j * g.dilation, T) * g.conv_w.select(1, j);
     return vt + at::silu(y);
   }
 
@@ -231,14 +256,16 @@ class TorchTransformer final : public Transformer {
     if (N == 1) {
       // Decode: run just the chosen experts, no gather/scatter.
       auto ia = idx.accessor<int64_t, 2>();
-      for (int64_t s = 0; s < idx.size(1); ++s) out = out + L.experts[ia[0][s]](flat) * w.index({0, s}).to(x.scalar_type());
+      for (int64_t s = 0; s < idx.size(1); ++s)
+        out = out + L.experts[ia[0][s]](flat) * w.index({0, s}).to(x.scalar_type());
     } else {
       Tensor idx_cpu = idx.contiguous();
       for (size_t e = 0; e < L.experts.size(); ++e) {
         Tensor hit = (idx_cpu == static_cast<int64_t>(e)).nonzero();
         if (hit.size(0) == 0) continue;
         Tensor tok = hit.select(1, 0), slot = hit.select(1, 1);
-        Tensor ye = L.experts[e](flat.index_select(0, tok)) * w.index({tok, slot}).unsqueeze(-1).to(x.scalar_type());
+        Tensor ye = L.experts[e](flat.index_select(0, tok)) *
+                    w.index({tok, slot}).unsqueeze(-1).to(x.scalar_type());
         out.index_add_(0, tok, ye);
       }
     }
@@ -272,8 +299,9 @@ class TorchTransformer final : public Transformer {
     for (int64_t d : shape) numel *= d;
     std::string want;
     for (size_t i = 0; i < shape.size(); ++i) want += (i ? "x" : "") + std::to_string(shape[i]);
-    ENGRAM_CHECK(static_cast<int64_t>(t->numel()) == numel, Code::kCorrupt,
-                 "tensor " << n << " has " << t->numel() << " values, the config needs [" << want << "]");
+    ENGRAM_CHECK(
+        static_cast<int64_t>(t->numel()) == numel, Code::kCorrupt,
+        "tensor " << n << " has " << t->numel() << " values, the config needs [" << want << "]");
     auto data = file->Data(*t);
     Tensor out;
     switch (t->dtype) {
@@ -281,13 +309,16 @@ class TorchTransformer final : public Transformer {
         out = torch::from_blob(const_cast<uint8_t*>(data.data()), shape, torch::kFloat32).clone();
         break;
       case table::StDType::kBF16:
-        out = torch::from_blob(const_cast<uint8_t*>(data.data()), shape, torch::kBFloat16).to(torch::kFloat32);
+        out = torch::from_blob(const_cast<uint8_t*>(data.data()), shape, torch::kBFloat16)
+                  .to(torch::kFloat32);
         break;
       case table::StDType::kF16:
-        out = torch::from_blob(const_cast<uint8_t*>(data.data()), shape, torch::kFloat16).to(torch::kFloat32);
+        out = torch::from_blob(const_cast<uint8_t*>(data.data()), shape, torch::kFloat16)
+                  .to(torch::kFloat32);
         break;
       default:
-        ENGRAM_THROW(Code::kInvalidArgument, "tensor " << n << " is " << table::StDTypeName(t->dtype)
+        ENGRAM_THROW(Code::kInvalidArgument, "tensor " << n << " is "
+                                                       << table::StDTypeName(t->dtype)
                                                        << "; weights must be F32, BF16 or F16");
     }
     out = out.to(dtype_);
@@ -299,7 +330,9 @@ class TorchTransformer final : public Transformer {
     const int64_t H = cfg_.hidden_size;
     SwiGLU s;
     s.inter = inter;
-    s.gate_up = torch::cat({Get(ck, p + ".gate_proj.weight", {inter, H}), Get(ck, p + ".up_proj.weight", {inter, H})}, 0);
+    s.gate_up = torch::cat(
+        {Get(ck, p + ".gate_proj.weight", {inter, H}), Get(ck, p + ".up_proj.weight", {inter, H})},
+        0);
     s.down.w = Get(ck, p + ".down_proj.weight", {H, inter});
     return s;
   }
@@ -315,7 +348,8 @@ class TorchTransformer final : public Transformer {
       LayerW L;
       L.in_norm = Get(*ck, p + ".input_layernorm.weight", {H});
       L.post_norm = Get(*ck, p + ".post_attention_layernorm.weight", {H});
-      L.qkv = torch::cat({Get(*ck, p + ".self_attn.q_proj.weight", {H, H}), Get(*ck, p + ".self_attn.k_proj.weight", {H, H}),
+      L.qkv = torch::cat({Get(*ck, p + ".self_attn.q_proj.weight", {H, H}),
+                          Get(*ck, p + ".self_attn.k_proj.weight", {H, H}),
                           Get(*ck, p + ".self_attn.v_proj.weight", {H, H})},
                          0);
       L.o.w = Get(*ck, p + ".self_attn.o_proj.weight", {H, H});
@@ -323,10 +357,12 @@ class TorchTransformer final : public Transformer {
       if (L.moe) {
         L.router = Get(*ck, p + ".mlp.gate.weight", {(int64_t)cfg_.n_routed_experts, H});
         for (uint32_t e = 0; e < cfg_.n_routed_experts; ++e)
-          L.experts.push_back(LoadSwiGLU(*ck, p + ".mlp.experts." + std::to_string(e), cfg_.moe_intermediate_size));
+          L.experts.push_back(
+              LoadSwiGLU(*ck, p + ".mlp.experts." + std::to_string(e), cfg_.moe_intermediate_size));
         if (cfg_.n_shared_experts) {
           L.has_shared = true;
-          L.shared = LoadSwiGLU(*ck, p + ".mlp.shared_experts", (int64_t)cfg_.moe_intermediate_size * cfg_.n_shared_experts);
+          L.shared = LoadSwiGLU(*ck, p + ".mlp.shared_experts",
+                                (int64_t)cfg_.moe_intermediate_size * cfg_.n_shared_experts);
         }
       } else {
         L.dense = LoadSwiGLU(*ck, p + ".mlp", cfg_.intermediate_size);
@@ -366,11 +402,13 @@ class TorchTransformer final : public Transformer {
 
 bool TorchHasCuda() { return torch::cuda::is_available(); }
 
-std::unique_ptr<Transformer> Transformer::Load(const ModelConfig& cfg, const TransformerOptions& opts) {
+std::unique_ptr<Transformer> Transformer::Load(const ModelConfig& cfg,
+                                               const TransformerOptions& opts) {
   try {
     return std::make_unique<TorchTransformer>(cfg, opts);
   } catch (const c10::Error& e) {
-    ENGRAM_THROW(Code::kInternal, "libtorch failed while loading " << cfg.dir << ": " << e.what_without_backtrace());
+    ENGRAM_THROW(Code::kInternal,
+                 "libtorch failed while loading " << cfg.dir << ": " << e.what_without_backtrace());
   }
 }
 

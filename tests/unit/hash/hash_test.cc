@@ -165,3 +165,19 @@ TEST_CASE("checksum streaming equals one-shot") {
   CHECK(s.Digest() == Checksum64(data.data(), data.size()));
   CHECK(Checksum64("", 0) == 0x2D06800538D394C2ull);  // XXH3-64 of the empty input
 }
+
+#include <random>
+
+#include "engram/hash/checksum.h"
+#include "engram/hash/xxh3_short.h"
+
+TEST_CASE("the host/device XXH3 of xxh3_short.h equals libxxhash for 4..32-byte inputs") {
+  std::mt19937_64 rng(11);
+  uint8_t buf[32];
+  for (int iter = 0; iter < 200000; ++iter) {
+    uint32_t len = 4 + static_cast<uint32_t>(rng() % 29);
+    for (uint32_t i = 0; i < len; ++i) buf[i] = static_cast<uint8_t>(rng());
+    uint64_t seed = iter % 3 == 0 ? 0 : rng();
+    REQUIRE(xxh3::Hash4To32(buf, len, seed, Xxh3Secret()) == Checksum64Seeded(buf, len, seed));
+  }
+}

@@ -10,6 +10,7 @@
 #include "engram/base/json.h"
 #include "engram/hash/ngram_hash.h"
 #include "engram/table/build.h"
+#include "engram/table/gather.h"
 #include "engram/table/inspect.h"
 #include "engram/table/reader.h"
 #include "engram/table/safetensors.h"
@@ -81,6 +82,14 @@ TEST_CASE("round trip for every dtype and both addressing modes") {
         for (uint32_t i = 0; i < l.row_dim; ++i) REQUIRE(got[i] == want[i]);
         CHECK(r->Tag(row) == (row % 3 ? row + 1 : 0));
         CHECK(r->Stats(row).total_count == (row % 3 ? 3u : 0u));
+      }
+      // GatherRowsF32 (run's CPU gather) lays rows out in request order, repeats included.
+      std::vector<uint64_t> rows = {l.total_rows - 1, 0, 5, 5, l.total_rows / 2};
+      std::vector<float> gathered(rows.size() * l.row_dim);
+      GatherRowsF32(*r, rows, gathered.data());
+      for (size_t i = 0; i < rows.size(); ++i) {
+        r->DecodeRowTo(rows[i], want);
+        for (uint32_t j = 0; j < l.row_dim; ++j) REQUIRE(gathered[i * l.row_dim + j] == want[j]);
       }
       VerifyReport rep = Verify(p, {}, base::Silent());
       CHECK(rep.ok());
