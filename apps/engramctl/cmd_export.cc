@@ -13,20 +13,31 @@ void AddExportCommand(CLI::App& app) {
     std::string max_shard;
   };
   auto f = std::make_shared<Flags>();
-  CLI::App* s = app.add_subcommand("export", "Write a table's rows (journal applied) as safetensors; build --values reads them back");
+  CLI::App* s = app.add_subcommand(
+      "export",
+      "Write a table's rows (journal applied) as safetensors; build --values reads them back");
   s->add_option("table", f->o.table, "Table file")->required();
-  s->add_option("-o,--output", f->o.output, "Output .safetensors (a directory with --max-shard-size)")->required();
-  s->add_option("--tensor", f->o.tensor, "Tensor name; '{layer}' writes one tensor per Engram layer")->capture_default_str();
-  s->add_option("--scale-tensor", f->o.scale_tensor, "fp8 tables: scale tensor name (same '{layer}' rule)")->capture_default_str();
-  s->add_option("--max-shard-size", f->max_shard, "Split into files of at most SIZE (e.g. 5G) plus model.safetensors.index.json");
+  s->add_option("-o,--output", f->o.output,
+                "Output .safetensors (a directory with --max-shard-size)")
+      ->required();
+  s->add_option("--tensor", f->o.tensor,
+                "Tensor name; '{layer}' writes one tensor per Engram layer")
+      ->capture_default_str();
+  s->add_option("--scale-tensor", f->o.scale_tensor,
+                "fp8 tables: scale tensor name (same '{layer}' rule)")
+      ->capture_default_str();
+  s->add_option("--max-shard-size", f->max_shard,
+                "Split into files of at most SIZE (e.g. 5G) plus model.safetensors.index.json");
   s->callback([f] {
     StderrReporter rep;
-    if (!f->max_shard.empty()) f->o.max_shard_bytes = engram::base::ParseSize(f->max_shard, "--max-shard-size");
+    if (!f->max_shard.empty())
+      f->o.max_shard_bytes = engram::base::ParseSize(f->max_shard, "--max-shard-size");
     engram::table::ExportResult r = engram::table::Export(f->o, rep);
     rep.Log(engram::base::LogLevel::kInfo,
-            "exported " + engram::base::FormatBytes(r.bytes) + " in " + std::to_string(r.tensors) + " tensors, " +
-                std::to_string(r.files) + " file(s), to " + f->o.output +
-                (r.journal_rows ? " (" + std::to_string(r.journal_rows) + " rows from the journal)" : ""));
+            "exported " + engram::base::FormatBytes(r.bytes) + " in " + std::to_string(r.tensors) +
+                " tensors, " + std::to_string(r.files) + " file(s), to " + f->o.output +
+                (r.journal_rows ? " (" + std::to_string(r.journal_rows) + " rows from the journal)"
+                                : ""));
   });
 }
 

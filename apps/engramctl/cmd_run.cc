@@ -1,8 +1,7 @@
 // `engramctl run`: flags -> model::RunOptions -> the model plugin (libtorch is loaded only here).
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <iterator>
-
-#include <CLI/CLI.hpp>
 
 #include "cli_common.h"
 #include "engram/base/file.h"
@@ -19,34 +18,47 @@ void AddRunCommand(CLI::App& app) {
     bool json = false;
   };
   auto f = std::make_shared<Flags>();
-  CLI::App* s = app.add_subcommand("run", "Run the local MoE+Engram model on a prompt, reading Engram rows from the host table");
+  CLI::App* s = app.add_subcommand(
+      "run", "Run the local MoE+Engram model on a prompt, reading Engram rows from the host table");
   s->add_option("prompt", f->prompt, "Prompt text (or -f FILE, or stdin)");
-  s->add_option("-f,--file", f->file, "Read prompts from FILE, one per line (batched up to [inference] max_batch_size)");
-  s->add_option("--config", f->o.config_path, "config.toml ([model], [moe], [engram], [engram.table], [inference])");
+  s->add_option("-f,--file", f->file,
+                "Read prompts from FILE, one per line (batched up to [inference] max_batch_size)");
+  s->add_option("--config", f->o.config_path,
+                "config.toml ([model], [moe], [engram], [engram.table], [inference])");
   s->add_option("-m,--model", f->o.model_dir, "Model directory (overrides [model] path)");
-  s->add_option("--table", f->o.table_path, "Engram table (overrides [engram.table] path and ENGRAM_TABLE_PATH)");
+  s->add_option("--table", f->o.table_path,
+                "Engram table (overrides [engram.table] path and ENGRAM_TABLE_PATH)");
   s->add_option("-n,--n-predict", f->o.n_predict, "Tokens to generate")->capture_default_str();
-  s->add_option("--temp", f->o.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
+  s->add_option("--temp", f->o.temperature, "Sampling temperature (0 = greedy)")
+      ->capture_default_str();
   s->add_option("--top-k", f->o.top_k, "Top-k sampling (0 = off)")->capture_default_str();
   s->add_option("--top-p", f->o.top_p, "Top-p (nucleus) sampling (1 = off)")->capture_default_str();
-  s->add_option("-s,--seed", f->o.seed, "Sampling seed: the same seed gives the same output")->capture_default_str();
+  s->add_option("-s,--seed", f->o.seed, "Sampling seed: the same seed gives the same output")
+      ->capture_default_str();
   s->add_option("-t,--threads", f->o.threads, "Threads (default: all cores)");
   s->add_option("--device", f->o.device, "cpu | cuda:N (default: [model] device)");
-  s->add_option("--dtype", f->o.dtype, "Compute dtype: float32 | bfloat16 (default: [model] dtype)");
-  s->add_option("--kv-cache-dtype", f->o.kv_cache_dtype, "auto | f32 | bf16 | fp8 (default: [inference] kv_cache_dtype)");
-  s->add_option("--batch", f->o.max_batch, "Prompts per batch (default: [inference] max_batch_size)");
+  s->add_option("--dtype", f->o.dtype,
+                "Compute dtype: float32 | bfloat16 (default: [model] dtype)");
+  s->add_option("--kv-cache-dtype", f->o.kv_cache_dtype,
+                "auto | f32 | bf16 | fp8 (default: [inference] kv_cache_dtype)");
+  s->add_option("--batch", f->o.max_batch,
+                "Prompts per batch (default: [inference] max_batch_size)");
   s->add_flag("--no-engram", f->o.no_engram, "Ablation: run without any Engram branch");
-  s->add_flag("--perplexity", f->o.perplexity, "Score the prompts (teacher forcing) and print perplexity instead");
+  s->add_flag("--perplexity", f->o.perplexity,
+              "Score the prompts (teacher forcing) and print perplexity instead");
   s->add_flag("--json", f->json, "Print results as JSON on stdout");
   s->add_option("--dump-logits", f->o.dump_logits_path,
-                "Write every step's logits to FILE as raw little-endian f32, prompt by prompt (parity tests)");
+                "Write every step's logits to FILE as raw little-endian f32, prompt by prompt "
+                "(parity tests)");
   s->callback([f] {
     StderrReporter rep;
     auto& o = f->o;
     if (!f->prompt.empty()) o.prompts.push_back(f->prompt);
     std::string text;
-    if (!f->file.empty()) text = engram::base::ReadFileToString(f->file, 1ull << 32);
-    else if (f->prompt.empty()) text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    if (!f->file.empty())
+      text = engram::base::ReadFileToString(f->file, 1ull << 32);
+    else if (f->prompt.empty())
+      text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     for (size_t p = 0, q; p < text.size(); p = q + 1) {
       q = text.find('\n', p);
       if (q == std::string::npos) q = text.size();
@@ -54,13 +66,15 @@ void AddRunCommand(CLI::App& app) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (!line.empty()) o.prompts.push_back(line);
     }
-    ENGRAM_CHECK(!o.prompts.empty(), engram::Code::kInvalidArgument, "no prompt: give one, -f FILE, or text on stdin");
+    ENGRAM_CHECK(!o.prompts.empty(), engram::Code::kInvalidArgument,
+                 "no prompt: give one, -f FILE, or text on stdin");
     o.dump_logits = !o.dump_logits_path.empty();
     engram::model::RunFn fn = engram::model::LoadModelPlugin();
     engram::model::RunResult r;
     std::string error;
     int code = 0;
-    if (fn(&o, &rep, &r, &error, &code) != 0) throw engram::Error(static_cast<engram::Code>(code), error);
+    if (fn(&o, &rep, &r, &error, &code) != 0)
+      throw engram::Error(static_cast<engram::Code>(code), error);
     using engram::base::FormatBytes;
     if (o.dump_logits) {
       engram::base::TempFile tf(o.dump_logits_path);
@@ -82,24 +96,30 @@ void AddRunCommand(CLI::App& app) {
           return s + "]";
         };
         char rate[32];
-        std::snprintf(rate, sizeof rate, "%.6f", p.engram_lookups ? double(p.engram_hits) / double(p.engram_lookups) : 0.0);
+        std::snprintf(rate, sizeof rate, "%.6f",
+                      p.engram_lookups ? double(p.engram_hits) / double(p.engram_lookups) : 0.0);
         j += (i ? "," : "") + std::string("{\"prompt\":") + engram::base::JsonString(p.prompt) +
-             ",\"text\":" + engram::base::JsonString(p.text) + ",\"prompt_ids\":" + ids(p.prompt_ids) +
-             ",\"output_ids\":" + ids(p.output_ids) + ",\"engram_lookups\":" + std::to_string(p.engram_lookups) +
+             ",\"text\":" + engram::base::JsonString(p.text) +
+             ",\"prompt_ids\":" + ids(p.prompt_ids) + ",\"output_ids\":" + ids(p.output_ids) +
+             ",\"engram_lookups\":" + std::to_string(p.engram_lookups) +
              ",\"engram_hits\":" + std::to_string(p.engram_hits) + ",\"engram_hit_rate\":" + rate +
              ",\"bypass\":" + (p.bypass ? "true" : "false");
         if (o.perplexity) {
           char nll[64];
           std::snprintf(nll, sizeof nll, "%.6f", p.nll);
-          j += ",\"nll\":" + std::string(nll) + ",\"scored_tokens\":" + std::to_string(p.scored_tokens);
+          j += ",\"nll\":" + std::string(nll) +
+               ",\"scored_tokens\":" + std::to_string(p.scored_tokens);
         }
         if (o.dump_logits) j += ",\"logit_steps\":" + std::to_string(p.logits.size());
         j += "}";
       }
       char t[256];
-      std::snprintf(t, sizeof t, "],\"load_seconds\":%.6f,\"prompt_seconds\":%.6f,\"eval_seconds\":%.6f,\"total_seconds\":%.6f,"
-                    "\"prompt_tokens\":%llu,\"eval_tokens\":%llu}", r.load_seconds, r.prompt_seconds, r.eval_seconds,
-                    r.total_seconds, (unsigned long long)r.prompt_tokens, (unsigned long long)r.eval_tokens);
+      std::snprintf(t, sizeof t,
+                    "],\"load_seconds\":%.6f,\"prompt_seconds\":%.6f,\"eval_seconds\":%.6f,\"total_"
+                    "seconds\":%.6f,"
+                    "\"prompt_tokens\":%llu,\"eval_tokens\":%llu}",
+                    r.load_seconds, r.prompt_seconds, r.eval_seconds, r.total_seconds,
+                    (unsigned long long)r.prompt_tokens, (unsigned long long)r.eval_tokens);
       PrintStdout(j + t);
     } else if (o.perplexity) {
       double nll = 0;
@@ -109,8 +129,9 @@ void AddRunCommand(CLI::App& app) {
         n += p.scored_tokens;
       }
       char b[160];
-      std::snprintf(b, sizeof b, "perplexity: %.3f over %llu tokens in %zu documents (engram %s)", n ? std::exp(nll / n) : 0.0,
-                    (unsigned long long)n, r.prompts.size(), o.no_engram ? "off" : "on");
+      std::snprintf(b, sizeof b, "perplexity: %.3f over %llu tokens in %zu documents (engram %s)",
+                    n ? std::exp(nll / n) : 0.0, (unsigned long long)n, r.prompts.size(),
+                    o.no_engram ? "off" : "on");
       PrintStdout(b);
     } else {
       for (const auto& p : r.prompts) PrintStdout(p.prompt + p.text + "\n");
@@ -120,22 +141,26 @@ void AddRunCommand(CLI::App& app) {
     std::snprintf(line, sizeof line, "timings:        load time = %10.2f ms", ms(r.load_seconds));
     rep.Log(engram::base::LogLevel::kInfo, line);
     std::snprintf(line, sizeof line,
-                  "timings: prompt eval time = %10.2f ms / %5llu tokens (%8.2f ms per token, %8.2f tokens per second)",
+                  "timings: prompt eval time = %10.2f ms / %5llu tokens (%8.2f ms per token, %8.2f "
+                  "tokens per second)",
                   ms(r.prompt_seconds), (unsigned long long)r.prompt_tokens,
                   r.prompt_tokens ? ms(r.prompt_seconds) / r.prompt_tokens : 0.0,
                   r.prompt_seconds > 0 ? r.prompt_tokens / r.prompt_seconds : 0.0);
     rep.Log(engram::base::LogLevel::kInfo, line);
     std::snprintf(line, sizeof line,
-                  "timings:        eval time = %10.2f ms / %5llu runs   (%8.2f ms per token, %8.2f tokens per second)",
-                  ms(r.eval_seconds), (unsigned long long)r.eval_tokens, r.eval_tokens ? ms(r.eval_seconds) / r.eval_tokens : 0.0,
+                  "timings:        eval time = %10.2f ms / %5llu runs   (%8.2f ms per token, %8.2f "
+                  "tokens per second)",
+                  ms(r.eval_seconds), (unsigned long long)r.eval_tokens,
+                  r.eval_tokens ? ms(r.eval_seconds) / r.eval_tokens : 0.0,
                   r.eval_seconds > 0 ? r.eval_tokens / r.eval_seconds : 0.0);
     rep.Log(engram::base::LogLevel::kInfo, line);
-    std::snprintf(line, sizeof line, "timings:       total time = %10.2f ms / %5llu tokens", ms(r.total_seconds),
-                  (unsigned long long)(r.prompt_tokens + r.eval_tokens));
+    std::snprintf(line, sizeof line, "timings:       total time = %10.2f ms / %5llu tokens",
+                  ms(r.total_seconds), (unsigned long long)(r.prompt_tokens + r.eval_tokens));
     rep.Log(engram::base::LogLevel::kInfo, line);
-    rep.Log(engram::base::LogLevel::kInfo, "memory: host table mapped " + FormatBytes(r.table_mapped_bytes) + ", resident " +
-                                               FormatBytes(r.table_resident_bytes) + "; device " + FormatBytes(r.device_bytes) +
-                                               "; Engram staging per step " + FormatBytes(r.staging_bytes));
+    rep.Log(engram::base::LogLevel::kInfo,
+            "memory: host table mapped " + FormatBytes(r.table_mapped_bytes) + ", resident " +
+                FormatBytes(r.table_resident_bytes) + "; device " + FormatBytes(r.device_bytes) +
+                "; Engram staging per step " + FormatBytes(r.staging_bytes));
   });
 }
 

@@ -7,9 +7,9 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    auto c = engram::config::Parse(text, "fuzz.toml", [](const std::string&) -> std::optional<std::string> {
-      return std::nullopt;
-    });
+    auto c = engram::config::Parse(
+        text, "fuzz.toml",
+        [](const std::string&) -> std::optional<std::string> { return std::nullopt; });
     engram::config::LayoutProblems(c);
     engram::config::ToToml(c);
   } catch (const engram::Error&) {

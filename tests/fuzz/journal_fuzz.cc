@@ -49,10 +49,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     auto r = engram::table::Reader::Open(f.path());
     engram::base::UniqueFd fd = engram::base::OpenFile(f.path(), O_RDONLY);
-    auto js = engram::table::ReadJournal(fd.get(), f.path(), r->header(), r->layout(), r->file_length());
+    auto js =
+        engram::table::ReadJournal(fd.get(), f.path(), r->header(), r->layout(), r->file_length());
     for (const auto& e : js.committed)
       if (e.row >= r->layout().total_rows) __builtin_trap();  // an entry outside the table
-    engram::table::FindStrandedCommits(fd.get(), f.path(), r->header(), js.committed_end, r->file_length());
+    engram::table::FindStrandedCommits(fd.get(), f.path(), r->header(), js.committed_end,
+                                       r->file_length());
   } catch (const engram::Error&) {
   }
   return 0;

@@ -12,7 +12,8 @@ struct ModelConfig {
   std::string dir;
   uint32_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, moe_intermediate_size = 0;
   uint32_t num_hidden_layers = 0, num_attention_heads = 0;
-  uint32_t n_routed_experts = 0, n_shared_experts = 0, num_experts_per_tok = 0, first_k_dense_replace = 0;
+  uint32_t n_routed_experts = 0, n_shared_experts = 0, num_experts_per_tok = 0,
+           first_k_dense_replace = 0;
   std::string scoring_func = "softmax";
   bool norm_topk_prob = false;
   double routed_scaling_factor = 1.0;

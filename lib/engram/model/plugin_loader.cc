@@ -31,13 +31,16 @@ RunFn LoadModelPlugin() {
       continue;
     }
     auto fn = reinterpret_cast<RunFn>(::dlsym(h, kRunSymbol));
-    ENGRAM_CHECK(fn != nullptr, Code::kInternal, c << " has no " << kRunSymbol << "; it belongs to another engramctl version");
+    ENGRAM_CHECK(fn != nullptr, Code::kInternal,
+                 c << " has no " << kRunSymbol << "; it belongs to another engramctl version");
     return fn;
   }
-  ENGRAM_THROW(Code::kInvalidArgument,
-               "the model module (libengram_model.so) is not available: this engramctl was built without libtorch "
-               "(-DENGRAM_WITH_TORCH=OFF) or the library is missing; rebuild with -DENGRAM_WITH_TORCH=ON"
-                   << errors);
+  ENGRAM_THROW(
+      Code::kInvalidArgument,
+      "the model module (libengram_model.so) is not available: this engramctl was built without "
+      "libtorch "
+      "(-DENGRAM_WITH_TORCH=OFF) or the library is missing; rebuild with -DENGRAM_WITH_TORCH=ON"
+          << errors);
 }
 
 }  // namespace engram::model

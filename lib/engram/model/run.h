@@ -13,47 +13,48 @@
 namespace engram::model {
 
 struct RunOptions {
-  std::string config_path;            // config.toml ("" = defaults + flags)
-  std::string model_dir;              // overrides [model] path
-  std::string table_path;             // overrides [engram.table] path (and ENGRAM_TABLE_PATH)
-  std::vector<std::string> prompts;   // one request each (batched up to max_batch_size)
-  int n_predict = 64;                 // tokens to generate per prompt
-  double temperature = 0.8;           // 0 = greedy
-  int top_k = 40;                     // 0 = off
-  double top_p = 0.95;                // 1 = off
-  uint64_t seed = 0;                  // sampling seed (same seed -> same output)
-  int threads = 0;                    // 0 = all cores
-  std::string device;                 // "" = [model] device; "cpu" | "cuda:N"
-  bool no_engram = false;             // ablation: skip every Engram branch
-  bool perplexity = false;            // score each prompt (teacher forcing) instead of generating
-  std::string dtype;                  // "" = [model] dtype; float32 | bfloat16
-  std::string kv_cache_dtype;         // "" = [inference] kv_cache_dtype
-  bool dump_logits = false;           // keep every step's logits (parity tests)
-  std::string dump_logits_path;       // write them there as raw little-endian f32 (prompt, step, vocab)
-  int max_batch = 0;                  // 0 = [inference] max_batch_size
+  std::string config_path;           // config.toml ("" = defaults + flags)
+  std::string model_dir;             // overrides [model] path
+  std::string table_path;            // overrides [engram.table] path (and ENGRAM_TABLE_PATH)
+  std::vector<std::string> prompts;  // one request each (batched up to max_batch_size)
+  int n_predict = 64;                // tokens to generate per prompt
+  double temperature = 0.8;          // 0 = greedy
+  int top_k = 40;                    // 0 = off
+  double top_p = 0.95;               // 1 = off
+  uint64_t seed = 0;                 // sampling seed (same seed -> same output)
+  int threads = 0;                   // 0 = all cores
+  std::string device;                // "" = [model] device; "cpu" | "cuda:N"
+  bool no_engram = false;            // ablation: skip every Engram branch
+  bool perplexity = false;           // score each prompt (teacher forcing) instead of generating
+  std::string dtype;                 // "" = [model] dtype; float32 | bfloat16
+  std::string kv_cache_dtype;        // "" = [inference] kv_cache_dtype
+  bool dump_logits = false;          // keep every step's logits (parity tests)
+  std::string dump_logits_path;  // write them there as raw little-endian f32 (prompt, step, vocab)
+  int max_batch = 0;             // 0 = [inference] max_batch_size
 };
 
 struct PromptResult {
   std::string prompt;
-  std::string text;                   // generated continuation (decoded)
+  std::string text;  // generated continuation (decoded)
   std::vector<uint32_t> prompt_ids, output_ids;
   uint64_t engram_lookups = 0, engram_hits = 0;
   bool bypass = false;
-  double nll = 0;                     // perplexity mode: summed negative log-likelihood
+  double nll = 0;  // perplexity mode: summed negative log-likelihood
   uint64_t scored_tokens = 0;
   std::vector<std::vector<float>> logits;  // with dump_logits: one vector per forward position
 };
 
 struct RunResult {
   std::vector<PromptResult> prompts;
-  double load_seconds = 0, table_seconds = 0, prompt_seconds = 0, eval_seconds = 0, total_seconds = 0;
+  double load_seconds = 0, table_seconds = 0, prompt_seconds = 0, eval_seconds = 0,
+         total_seconds = 0;
   uint64_t prompt_tokens = 0, eval_tokens = 0;
   uint64_t table_mapped_bytes = 0, table_resident_bytes = 0, device_bytes = 0, staging_bytes = 0;
 };
 
 // The plugin's entry point (C linkage so dlsym finds it; one version per ABI).
-using RunFn = int (*)(const RunOptions* opts, base::Reporter* reporter, RunResult* result, std::string* error,
-                      int* error_code);
+using RunFn = int (*)(const RunOptions* opts, base::Reporter* reporter, RunResult* result,
+                      std::string* error, int* error_code);
 inline constexpr const char* kRunSymbol = "engram_model_run_v1";
 
 // Loads libengram_model.so (ENGRAM_MODEL_PLUGIN, then next to the executable, then the library

@@ -13,8 +13,9 @@
 namespace engram::model {
 
 struct TransformerOptions {
-  std::string dtype = "float32";       // float32 | bfloat16 (weights and activations)
-  std::string kv_cache_dtype = "auto"; // auto | f32 | bf16 | fp8 (e4m3 + per-vector scale, emulated)
+  std::string dtype = "float32";  // float32 | bfloat16 (weights and activations)
+  std::string kv_cache_dtype =
+      "auto";  // auto | f32 | bf16 | fp8 (e4m3 + per-vector scale, emulated)
   int threads = 0;
   int max_batch = 1;
   int max_seq = 2048;
@@ -29,7 +30,7 @@ struct StepInput {
   // Engram rows of Engram layer k for this step: [B, T, memory_dim] floats. Called when layer k is
   // reached (so gathers can run ahead while earlier layers compute); null = Engram off.
   std::function<const float*(size_t)> engram_rows;
-  bool all_logits = false;             // logits for every position (else the last one only)
+  bool all_logits = false;  // logits for every position (else the last one only)
   // Perplexity: when set ([B, T] next-token ids, -1 = none), Forward returns the negative
   // log-likelihood of each target instead of logits ([B, T] floats; 0 where the target is -1).
   const int64_t* targets = nullptr;

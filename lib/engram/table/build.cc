@@ -86,7 +86,8 @@ void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* 
                "--scale-tensor applies to fp8 tables only");
   ENGRAM_CHECK(!fp8 || per_layer == (o.scales_tensor.find("{layer}") != std::string::npos),
                Code::kInvalidArgument,
-               "--tensor and --scale-tensor must both name one tensor per layer ({layer}) or both one tensor");
+               "--tensor and --scale-tensor must both name one tensor per layer ({layer}) or both "
+               "one tensor");
   struct Piece {
     std::string name, scale_name;
     uint64_t first_row, rows;
@@ -109,24 +110,27 @@ void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* 
     auto [file, t] = ckpt->Get(p.name);
     const uint64_t want = p.rows * l.row_dim;
     std::string shape;
-    for (size_t i = 0; i < t->shape.size(); ++i) shape += (i ? "x" : "") + std::to_string(t->shape[i]);
+    for (size_t i = 0; i < t->shape.size(); ++i)
+      shape += (i ? "x" : "") + std::to_string(t->shape[i]);
     ENGRAM_CHECK(t->numel() == want, Code::kInvalidArgument,
                  "tensor \"" << p.name << "\" has shape [" << shape << "] (" << t->numel()
-                             << " values), but " << (per_layer ? "that layer" : "the table") << " needs "
-                             << p.rows << " rows x " << l.row_dim << " values = " << want
-                             << "; check the layout flags or the tensor name");
+                             << " values), but " << (per_layer ? "that layer" : "the table")
+                             << " needs " << p.rows << " rows x " << l.row_dim << " values = "
+                             << want << "; check the layout flags or the tensor name");
     ENGRAM_CHECK(t->dtype == StorageStDType(l.dtype), Code::kInvalidArgument,
-                 "tensor \"" << p.name << "\" is " << StDTypeName(t->dtype) << " but the table stores "
-                             << base::DTypeName(l.dtype)
+                 "tensor \"" << p.name << "\" is " << StDTypeName(t->dtype)
+                             << " but the table stores " << base::DTypeName(l.dtype)
                              << "; pass --dtype matching the tensor (rows are copied bit-exact)");
     StreamTensor(*file, *t, rows + p.first_row * l.row_stride(), p.rows * l.row_stride(), reporter,
                  &done, total);
     if (fp8) {
       auto [sf, st] = ckpt->Get(p.scale_name);
       ENGRAM_CHECK(st->numel() == p.rows * l.scale_stride(), Code::kInvalidArgument,
-                   "scale tensor \"" << p.scale_name << "\" has " << st->numel() << " values, it needs "
-                                     << p.rows * l.scale_stride() << " (one per 32 values)");
-      ENGRAM_CHECK(st->dtype == StDType::kF8E8M0 || st->dtype == StDType::kU8, Code::kInvalidArgument,
+                   "scale tensor \"" << p.scale_name << "\" has " << st->numel()
+                                     << " values, it needs " << p.rows * l.scale_stride()
+                                     << " (one per 32 values)");
+      ENGRAM_CHECK(st->dtype == StDType::kF8E8M0 || st->dtype == StDType::kU8,
+                   Code::kInvalidArgument,
                    "scale tensor \"" << p.scale_name << "\" is " << StDTypeName(st->dtype)
                                      << "; e8m0 scales are F8_E8M0 or U8");
       StreamTensor(*sf, *st, scales + p.first_row * l.scale_stride(), p.rows * l.scale_stride(),
@@ -135,7 +139,8 @@ void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* 
   }
   reporter.ProgressDone("import values");
   reporter.Log(base::LogLevel::kInfo,
-               "values: copied " + std::to_string(l.total_rows) + " rows bit-exact from " + o.values_path +
+               "values: copied " + std::to_string(l.total_rows) + " rows bit-exact from " +
+                   o.values_path +
                    (per_layer ? " (" + std::to_string(pieces.size()) + " per-layer tensors)" : ""));
 }
 

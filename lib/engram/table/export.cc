@@ -33,10 +33,14 @@ std::string Expand(const std::string& pattern, uint32_t layer_id) {
 
 StDType TableStDType(base::DType t) {
   switch (t) {
-    case base::DType::kF32: return StDType::kF32;
-    case base::DType::kBF16: return StDType::kBF16;
-    case base::DType::kF16: return StDType::kF16;
-    case base::DType::kF8E4M3: return StDType::kF8E4M3;
+    case base::DType::kF32:
+      return StDType::kF32;
+    case base::DType::kBF16:
+      return StDType::kBF16;
+    case base::DType::kF16:
+      return StDType::kF16;
+    case base::DType::kF8E4M3:
+      return StDType::kF8E4M3;
   }
   return StDType::kF32;
 }
@@ -53,19 +57,27 @@ ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
   std::vector<Piece> pieces;
   for (size_t li = 0; li < (per_layer ? l.spec.n_layers() : 1); ++li) {
     uint64_t first = per_layer ? l.row_offsets[li * l.spec.per_layer()] : 0;
-    uint64_t end = !per_layer || li + 1 == l.spec.n_layers() ? l.total_rows : l.row_offsets[(li + 1) * l.spec.per_layer()];
+    uint64_t end = !per_layer || li + 1 == l.spec.n_layers()
+                       ? l.total_rows
+                       : l.row_offsets[(li + 1) * l.spec.per_layer()];
     uint32_t id = l.spec.layer_ids[li];
-    pieces.push_back({Expand(o.tensor, id), false, first, end - first, (end - first) * l.row_stride(), id});
-    if (fp8) pieces.push_back({Expand(o.scale_tensor, id), true, first, end - first, (end - first) * l.scale_stride(), id});
+    pieces.push_back(
+        {Expand(o.tensor, id), false, first, end - first, (end - first) * l.row_stride(), id});
+    if (fp8)
+      pieces.push_back({Expand(o.scale_tensor, id), true, first, end - first,
+                        (end - first) * l.scale_stride(), id});
   }
   // Files: everything in one, or whole tensors packed into shards of at most max_shard_bytes.
   std::vector<std::vector<size_t>> files(1);
   if (o.max_shard_bytes > 0) {
     uint64_t in_file = 0;
     for (size_t i = 0; i < pieces.size(); ++i) {
-      ENGRAM_CHECK(pieces[i].bytes <= o.max_shard_bytes, Code::kInvalidArgument,
-                   "tensor \"" << pieces[i].name << "\" is " << pieces[i].bytes << " bytes, more than --max-shard-size; "
-                               << "export one tensor per layer (--tensor 'name.{layer}.weight') or raise the size");
+      ENGRAM_CHECK(
+          pieces[i].bytes <= o.max_shard_bytes, Code::kInvalidArgument,
+          "tensor \""
+              << pieces[i].name << "\" is " << pieces[i].bytes
+              << " bytes, more than --max-shard-size; "
+              << "export one tensor per layer (--tensor 'name.{layer}.weight') or raise the size");
       if (!files.back().empty() && in_file + pieces[i].bytes > o.max_shard_bytes) {
         files.emplace_back();
         in_file = 0;
@@ -79,9 +91,11 @@ ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
   const bool sharded = files.size() > 1 || o.max_shard_bytes > 0;
   if (sharded) ::mkdir(o.output.c_str(), 0755);
   std::map<std::string, std::string> meta = {
-      {"format", "pt"}, {"engram_dtype", std::string(base::DTypeName(l.dtype))},
+      {"format", "pt"},
+      {"engram_dtype", std::string(base::DTypeName(l.dtype))},
       {"engram_addressing", std::string(hash::AddressingName(l.spec.mode))},
-      {"engram_rows", std::to_string(l.total_rows)}, {"engram_row_dim", std::to_string(l.row_dim)}};
+      {"engram_rows", std::to_string(l.total_rows)},
+      {"engram_row_dim", std::to_string(l.row_dim)}};
   ExportResult res;
   std::string index = "{\"metadata\":{\"total_size\":";
   uint64_t total = 0;
@@ -98,9 +112,11 @@ ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
     std::vector<SafetensorsWriter::Spec> specs;
     for (size_t i : files[fi]) {
       const Piece& p = pieces[i];
-      specs.push_back({p.name, p.scales ? StDType::kF8E8M0 : TableStDType(l.dtype),
+      specs.push_back({p.name,
+                       p.scales ? StDType::kF8E8M0 : TableStDType(l.dtype),
                        {p.rows, p.scales ? l.scale_stride() : l.row_dim}});
-      index += std::string(first_entry ? "" : ",") + base::JsonString(p.name) + ":" + base::JsonString(name);
+      index += std::string(first_entry ? "" : ",") + base::JsonString(p.name) + ":" +
+               base::JsonString(name);
       first_entry = false;
     }
     SafetensorsWriter w(path, specs, meta);
@@ -110,13 +126,15 @@ ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
       for (uint64_t r0 = 0; r0 < p.rows; r0 += chunk_rows) {
         uint64_t n = std::min(chunk_rows, p.rows - r0);
         const uint64_t row = p.first_row + r0;
-        const uint8_t* src = p.scales ? view->reader().ScaleBytes(row) : view->reader().RowBytes(row);
+        const uint8_t* src =
+            p.scales ? view->reader().ScaleBytes(row) : view->reader().RowBytes(row);
         buf.assign(src, src + n * stride);
         // The journal overlay: last committed writer wins, as lookups see it.
         for (const auto& [jrow, idx] : view->journal().overlay) {
           if (jrow < row || jrow >= row + n) continue;
           const JournalEntry& e = view->journal().committed[idx];
-          std::memcpy(buf.data() + (jrow - row) * stride, e.value.data() + (p.scales ? l.row_stride() : 0), stride);
+          std::memcpy(buf.data() + (jrow - row) * stride,
+                      e.value.data() + (p.scales ? l.row_stride() : 0), stride);
           if (!p.scales) res.journal_rows++;
         }
         w.Write(k, r0 * stride, buf.data(), buf.size());

@@ -12,8 +12,8 @@ namespace engram::table {
 
 struct ExportOptions {
   std::string table;
-  std::string output;                               // a .safetensors file, or a directory when sharded
-  std::string tensor = "engram.table.weight";       // "{layer}" = one tensor per Engram layer
+  std::string output;                          // a .safetensors file, or a directory when sharded
+  std::string tensor = "engram.table.weight";  // "{layer}" = one tensor per Engram layer
   std::string scale_tensor = "engram.table.scale";  // fp8 tables only
   uint64_t max_shard_bytes = 0;                     // > 0: shard files of at most this size + index
 };

@@ -27,7 +27,9 @@ namespace engram::table {
 
 namespace {
 
-inline uint32_t Sat32(uint64_t v) { return v > 0xFFFFFFFFull ? 0xFFFFFFFFu : static_cast<uint32_t>(v); }
+inline uint32_t Sat32(uint64_t v) {
+  return v > 0xFFFFFFFFull ? 0xFFFFFFFFu : static_cast<uint32_t>(v);
+}
 
 // Numeric lexicographic order of n ids: the order of every run and shard summary.
 inline int CompareIds(const uint32_t* a, const uint32_t* b, uint32_t n) {
@@ -91,13 +93,14 @@ struct ExactCounter::ThreadState {
   }
 };
 
-ExactCounter::ExactCounter(const hash::AddressSpec& spec, uint64_t memory_bytes, std::string temp_dir, int threads,
-                           base::Reporter& reporter)
+ExactCounter::ExactCounter(const hash::AddressSpec& spec, uint64_t memory_bytes,
+                           std::string temp_dir, int threads, base::Reporter& reporter)
     : spec_(spec), temp_dir_(std::move(temp_dir)), reporter_(reporter), mu_(new std::mutex) {
   budget_per_thread_ = std::max<uint64_t>(memory_bytes / std::max(threads, 1), 16ull << 20);
   for (int t = 0; t < threads; ++t) {
     auto s = std::make_unique<ThreadState>();
-    for (uint32_t n = hash::kMinOrder; n <= spec.max_order; ++n) s->counters.emplace_back(n, 1 << 14);
+    for (uint32_t n = hash::kMinOrder; n <= spec.max_order; ++n)
+      s->counters.emplace_back(n, 1 << 14);
     threads_.push_back(std::move(s));
   }
   RemoveStaleSpills(temp_dir_);
@@ -133,7 +136,8 @@ void ExactCounter::Spill(ThreadState& t) {
     std::string path;
     {
       std::lock_guard<std::mutex> lock(*mu_);
-      path = temp_dir_ + "/engram-build." + std::to_string(::getpid()) + "." + std::to_string(run_seq_++) + ".run";
+      path = temp_dir_ + "/engram-build." + std::to_string(::getpid()) + "." +
+             std::to_string(run_seq_++) + ".run";
       runs_.emplace_back(n, path);
     }
     ZstdWriter w(path, 1);
@@ -178,7 +182,9 @@ class Source {
 
 class RunSource final : public Source {
  public:
-  RunSource(const std::string& path, uint32_t n) : r_(path), n_(n), rec_(n * 4 + 8) { ids_.resize(n); }
+  RunSource(const std::string& path, uint32_t n) : r_(path), n_(n), rec_(n * 4 + 8) {
+    ids_.resize(n);
+  }
   bool Next() override {
     size_t got = r_.Read(rec_.data(), rec_.size());
     if (got == 0) return false;
@@ -239,7 +245,9 @@ class MemSource final : public Source {
 };
 
 void KWayMerge(std::vector<std::unique_ptr<Source>>& sources, uint32_t n, const RecordSink& sink) {
-  auto greater = [&](size_t a, size_t b) { return CompareIds(sources[a]->ids(), sources[b]->ids(), n) > 0; };
+  auto greater = [&](size_t a, size_t b) {
+    return CompareIds(sources[a]->ids(), sources[b]->ids(), n) > 0;
+  };
   std::priority_queue<size_t, std::vector<size_t>, decltype(greater)> heap(greater);
   for (size_t i = 0; i < sources.size(); ++i)
     if (sources[i]->Next()) heap.push(i);
@@ -262,19 +270,22 @@ void KWayMerge(std::vector<std::unique_ptr<Source>>& sources, uint32_t n, const 
 
 }  // namespace
 
-void ExactCounter::Merge(const std::function<void(uint32_t order)>& begin_order, const RecordSink& sink) {
+void ExactCounter::Merge(const std::function<void(uint32_t order)>& begin_order,
+                         const RecordSink& sink) {
   for (uint32_t n = hash::kMinOrder; n <= spec_.max_order; ++n) {
     begin_order(n);
     std::vector<std::unique_ptr<Source>> sources;
     for (const auto& [order, path] : runs_)
       if (order == n) sources.push_back(std::make_unique<RunSource>(path, n));
     for (const auto& t : threads_)
-      if (t->counters[n - hash::kMinOrder].size()) sources.push_back(std::make_unique<MemSource>(t->counters[n - hash::kMinOrder]));
+      if (t->counters[n - hash::kMinOrder].size())
+        sources.push_back(std::make_unique<MemSource>(t->counters[n - hash::kMinOrder]));
     KWayMerge(sources, n, sink);
   }
 }
 
-void MergePartStreams(const std::vector<ZstdReader*>& readers, uint32_t order, const RecordSink& sink) {
+void MergePartStreams(const std::vector<ZstdReader*>& readers, uint32_t order,
+                      const RecordSink& sink) {
   std::vector<std::unique_ptr<Source>> sources;
   for (ZstdReader* r : readers) sources.push_back(std::make_unique<PartSource>(r, order));
   KWayMerge(sources, order, sink);
@@ -347,11 +358,14 @@ void OwnerAssigner::Flush() {
         uint32_t cur_tag = oa->tags[row];
         if (cc > cur || (cc == cur && tag < cur_tag) || cur_tag == hash::kNoOwner) {
           oa->tags[row] = tag;
-          if (st) base::StoreLE<uint32_t>(st, cc);
-          else oa->own[row] = cc;
+          if (st)
+            base::StoreLE<uint32_t>(st, cc);
+          else
+            oa->own[row] = cc;
         }
         if (st) {
-          base::StoreLE<uint32_t>(st + 4, Sat32(uint64_t{base::LoadLE<uint32_t>(st + 4)} + counts_[k]));
+          base::StoreLE<uint32_t>(st + 4,
+                                  Sat32(uint64_t{base::LoadLE<uint32_t>(st + 4)} + counts_[k]));
           base::StoreLE<uint32_t>(st + 8, Sat32(uint64_t{base::LoadLE<uint32_t>(st + 8)} + 1));
         }
       }
@@ -365,7 +379,8 @@ void OwnerAssigner::Flush() {
   counts_.clear();
 }
 
-SketchOwners::SketchOwners(const Layout& layout, int threads, uint32_t shard_index, uint32_t shard_count)
+SketchOwners::SketchOwners(const Layout& layout, int threads, uint32_t shard_index,
+                           uint32_t shard_count)
     : l_(layout), threads_(threads), shard_index_(shard_index), shard_count_(shard_count) {
   cells_.assign(layout.total_rows, Cell{0, 0, 0, 0, 0});
 }
@@ -381,7 +396,8 @@ void SketchOwners::AddBlock(const TokenBlock& b) {
   win.reserve(b.ids.size() * N);
   tags.reserve(b.ids.size() * orders);
   ForEachNgram(s, b, [&](uint32_t n, const uint32_t* ids) {
-    if (n == hash::kMinOrder) win.insert(win.end(), ids + n - N, ids + n);  // ids + n - N = window start
+    if (n == hash::kMinOrder)
+      win.insert(win.end(), ids + n - N, ids + n);  // ids + n - N = window start
     tags.push_back(hash::OwnerTag(ids, n, l_.owner_tag_seed));
   });
   const int64_t positions = static_cast<int64_t>(tags.size() / orders);
@@ -463,7 +479,8 @@ void SketchOwners::ReadCells(ZstdReader& r) {
   const hash::AddressSpec& s = l_.spec;
   uint64_t owned = 0;
   r.ReadExact(&owned, 8);
-  ENGRAM_CHECK(owned <= s.n_subtables(), Code::kCorrupt, r.path() << ": bad sketch sub-table count");
+  ENGRAM_CHECK(owned <= s.n_subtables(), Code::kCorrupt,
+               r.path() << ": bad sketch sub-table count");
   for (uint64_t k = 0; k < owned; ++k) {
     uint64_t sub = 0;
     r.ReadExact(&sub, 8);

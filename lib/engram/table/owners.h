@@ -7,8 +7,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,8 +32,8 @@ using RecordSink = std::function<void(const uint32_t* ids, uint64_t count)>;
 class ExactCounter {
  public:
   // memory_bytes: the counting budget for all threads together; temp_dir: where spill runs go.
-  ExactCounter(const hash::AddressSpec& spec, uint64_t memory_bytes, std::string temp_dir, int threads,
-               base::Reporter& reporter);
+  ExactCounter(const hash::AddressSpec& spec, uint64_t memory_bytes, std::string temp_dir,
+               int threads, base::Reporter& reporter);
   ~ExactCounter();  // removes every spill run
   ExactCounter(const ExactCounter&) = delete;
   ExactCounter& operator=(const ExactCounter&) = delete;
@@ -67,7 +67,8 @@ class ExactCounter {
 
 // k-way merges the records of one order from several part streams (each positioned at that
 // order; each is left after its terminator), summing counts of equal n-grams.
-void MergePartStreams(const std::vector<class ZstdReader*>& readers, uint32_t order, const RecordSink& sink);
+void MergePartStreams(const std::vector<class ZstdReader*>& readers, uint32_t order,
+                      const RecordSink& sink);
 
 // Applies a merged record stream of one order to the owner cells: rows of all (layer, head)
 // sub-tables of that order. Buffers records and assigns in parallel chunks.
@@ -93,7 +94,8 @@ class OwnerAssigner {
 // load = a 16-bit linear-counting estimate; both documented as approximate).
 class SketchOwners {
  public:
-  SketchOwners(const Layout& layout, int threads, uint32_t shard_index = 0, uint32_t shard_count = 1);
+  SketchOwners(const Layout& layout, int threads, uint32_t shard_index = 0,
+               uint32_t shard_count = 1);
   ~SketchOwners();
   void AddBlock(const TokenBlock& block);
   void Finish(OwnerArrays* arrays) const;

@@ -55,8 +55,9 @@ std::string EncodePartHeader(const PartHeader& h) {
 PartHeader ReadPartHeader(ZstdReader& r) {
   char magic[8];
   r.ReadExact(magic, 8);
-  ENGRAM_CHECK(std::memcmp(magic, kPartMagic, 8) == 0, Code::kCorrupt,
-               r.path() << ": not a partial build summary (written by 'engramctl build --shard I/N')");
+  ENGRAM_CHECK(
+      std::memcmp(magic, kPartMagic, 8) == 0, Code::kCorrupt,
+      r.path() << ": not a partial build summary (written by 'engramctl build --shard I/N')");
   uint32_t len;
   r.ReadExact(&len, 4);
   ENGRAM_CHECK(len < (64u << 20), Code::kCorrupt, r.path() << ": part header too large");
@@ -74,8 +75,10 @@ PartHeader ReadPartHeader(ZstdReader& r) {
     return *v;
   };
   h.mode = need(j.Find("mode"), "mode").as_string();
-  h.shard_index = static_cast<uint32_t>(need(j.Find("shard_index"), "shard_index").as_uint64().value_or(0));
-  h.shard_count = static_cast<uint32_t>(need(j.Find("shard_count"), "shard_count").as_uint64().value_or(0));
+  h.shard_index =
+      static_cast<uint32_t>(need(j.Find("shard_index"), "shard_index").as_uint64().value_or(0));
+  h.shard_count =
+      static_cast<uint32_t>(need(j.Find("shard_count"), "shard_count").as_uint64().value_or(0));
   h.tokens = need(j.Find("tokens"), "tokens").as_uint64().value_or(0);
   h.documents = need(j.Find("documents"), "documents").as_uint64().value_or(0);
   h.options = need(j.Find("options"), "options");
@@ -83,17 +86,22 @@ PartHeader ReadPartHeader(ZstdReader& r) {
   hash::AddressSpec s;
   s.mode = static_cast<hash::AddressingMode>(*need(l.Find("addressing"), "addressing").as_uint64());
   s.seed = std::stoull(need(l.Find("seed"), "seed").as_string());
-  for (const auto& x : need(l.Find("layer_ids"), "layer_ids").items()) s.layer_ids.push_back(static_cast<uint32_t>(*x.as_uint64()));
+  for (const auto& x : need(l.Find("layer_ids"), "layer_ids").items())
+    s.layer_ids.push_back(static_cast<uint32_t>(*x.as_uint64()));
   s.max_order = static_cast<uint32_t>(*need(l.Find("max_order"), "max_order").as_uint64());
   s.n_heads = static_cast<uint32_t>(*need(l.Find("n_heads"), "n_heads").as_uint64());
   s.pad_id = static_cast<uint32_t>(*need(l.Find("pad_id"), "pad_id").as_uint64());
-  s.canonical_vocab = static_cast<uint32_t>(*need(l.Find("canonical_vocab"), "canonical_vocab").as_uint64());
+  s.canonical_vocab =
+      static_cast<uint32_t>(*need(l.Find("canonical_vocab"), "canonical_vocab").as_uint64());
   s.log2_buckets = static_cast<uint32_t>(*need(l.Find("log2_buckets"), "log2_buckets").as_uint64());
-  for (const auto& x : need(l.Find("base_sizes"), "base_sizes").items()) s.base_sizes.push_back(*x.as_uint64());
+  for (const auto& x : need(l.Find("base_sizes"), "base_sizes").items())
+    s.base_sizes.push_back(*x.as_uint64());
   uint32_t row_dim = static_cast<uint32_t>(*need(l.Find("row_dim"), "row_dim").as_uint64());
   auto dtype = static_cast<base::DType>(*need(l.Find("dtype"), "dtype").as_uint64());
-  uint64_t fp = std::stoull(need(l.Find("tokenizer_fingerprint"), "tokenizer_fingerprint").as_string());
-  ENGRAM_CHECK(h.shard_count >= 1 && h.shard_index < h.shard_count, Code::kCorrupt, r.path() << ": bad shard numbers");
+  uint64_t fp =
+      std::stoull(need(l.Find("tokenizer_fingerprint"), "tokenizer_fingerprint").as_string());
+  ENGRAM_CHECK(h.shard_count >= 1 && h.shard_index < h.shard_count, Code::kCorrupt,
+               r.path() << ": bad shard numbers");
   h.layout = MakeLayout(std::move(s), row_dim, dtype, std::move(canon), fp);
   return h;
 }
@@ -101,11 +109,14 @@ PartHeader ReadPartHeader(ZstdReader& r) {
 std::string DescribePartMismatch(const PartHeader& a, const PartHeader& b) {
   if (a.mode != b.mode) return "owner modes differ (" + a.mode + " vs " + b.mode + ")";
   if (a.shard_count != b.shard_count)
-    return "shard counts differ (" + std::to_string(a.shard_count) + " vs " + std::to_string(b.shard_count) + ")";
+    return "shard counts differ (" + std::to_string(a.shard_count) + " vs " +
+           std::to_string(b.shard_count) + ")";
   if (a.options.Dump() != b.options.Dump()) return "build options differ";
-  if (EncodeLayoutSection(a.layout) != EncodeLayoutSection(b.layout) || a.layout.canon_map != b.layout.canon_map ||
-      a.layout.row_dim != b.layout.row_dim || a.layout.dtype != b.layout.dtype ||
-      a.layout.tokenizer_fingerprint != b.layout.tokenizer_fingerprint || a.layout.spec.pad_id != b.layout.spec.pad_id)
+  if (EncodeLayoutSection(a.layout) != EncodeLayoutSection(b.layout) ||
+      a.layout.canon_map != b.layout.canon_map || a.layout.row_dim != b.layout.row_dim ||
+      a.layout.dtype != b.layout.dtype ||
+      a.layout.tokenizer_fingerprint != b.layout.tokenizer_fingerprint ||
+      a.layout.spec.pad_id != b.layout.spec.pad_id)
     return "layouts differ";
   return {};
 }

@@ -17,10 +17,10 @@ inline constexpr char kPartMagic[8] = {'E', 'N', 'G', 'P', 'A', 'R', 'T', '1'};
 
 // What every part of one build must agree on, plus the part's own shard and corpus counts.
 struct PartHeader {
-  std::string mode;                 // exact | sketch
+  std::string mode;  // exact | sketch
   uint32_t shard_index = 0, shard_count = 1;
   uint64_t tokens = 0, documents = 0;
-  base::Json options;               // init, seed, std, values, stats, chunk_log2 (an object)
+  base::Json options;  // init, seed, std, values, stats, chunk_log2 (an object)
   Layout layout;
 };
 

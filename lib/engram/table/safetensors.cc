@@ -148,7 +148,8 @@ const TensorInfo* SafetensorsFile::Find(const std::string& name) const noexcept 
 }
 
 void SafetensorsFile::ReadRange(const TensorInfo& t, uint64_t offset, void* out, size_t n) const {
-  ENGRAM_CHECK(offset <= t.end - t.begin && n <= t.end - t.begin - offset, Code::kInternal, "read outside tensor");
+  ENGRAM_CHECK(offset <= t.end - t.begin && n <= t.end - t.begin - offset, Code::kInternal,
+               "read outside tensor");
   base::PreadFull(fd_.get(), out, n, data_offset_ + t.begin + offset, path_);
 }
 

@@ -19,7 +19,8 @@ struct ZstdWriter::Impl {
   }
 };
 
-ZstdWriter::ZstdWriter(const std::string& path, int level) : path_(path), impl_(std::make_unique<Impl>()) {
+ZstdWriter::ZstdWriter(const std::string& path, int level)
+    : path_(path), impl_(std::make_unique<Impl>()) {
   fd_ = base::OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   impl_->cs = ZSTD_createCStream();
   ENGRAM_CHECK(impl_->cs != nullptr, Code::kInternal, "ZSTD_createCStream failed");
@@ -91,7 +92,8 @@ size_t ZstdReader::Read(void* out, size_t n) {
       }
     }
     size_t r = ZSTD_decompressStream(m.ds, &ob, &m.ib);
-    ENGRAM_CHECK(!ZSTD_isError(r), Code::kCorrupt, path_ << ": not a valid zstd stream: " << ZSTD_getErrorName(r));
+    ENGRAM_CHECK(!ZSTD_isError(r), Code::kCorrupt,
+                 path_ << ": not a valid zstd stream: " << ZSTD_getErrorName(r));
   }
   return ob.pos;
 }

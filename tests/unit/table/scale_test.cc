@@ -1,11 +1,11 @@
 // build at scale: spilled counting equals in-memory counting, shards merge into the one-process
 // table, sketch owners agree with exact ones wherever a strict majority exists, temp files go.
-#include <doctest/doctest.h>
 #include <dirent.h>
+#include <doctest/doctest.h>
 #include <fcntl.h>
 
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "engram/base/error.h"
@@ -26,8 +26,9 @@ std::string WriteCorpus(const TempDir& d, size_t tokens, uint32_t vocab, uint64_
   std::uniform_real_distribution<double> u(0, 1);
   for (size_t i = 0; i < tokens; ++i) {
     if (rng() % 500 == 0) v.push_back(kDocSeparator);
-    uint32_t id = zipf ? static_cast<uint32_t>(std::min<double>(vocab - 1, std::pow(u(rng), -1.3) - 1))
-                       : static_cast<uint32_t>(rng() % vocab);
+    uint32_t id =
+        zipf ? static_cast<uint32_t>(std::min<double>(vocab - 1, std::pow(u(rng), -1.3) - 1))
+             : static_cast<uint32_t>(rng() % vocab);
     v.push_back(id);
   }
   std::string p = d / ("c" + std::to_string(seed) + ".u32");
@@ -56,8 +57,8 @@ BuildOptions Opts(const std::string& corpus, const std::string& out, uint32_t vo
 // Every section but PROVENANCE (which records how the table was made) must be identical.
 void RequireSameData(const std::string& a, const std::string& b) {
   auto ra = Reader::Open(a), rb = Reader::Open(b);
-  for (SectionType t : {SectionType::kLayout, SectionType::kCanonMap, SectionType::kRows, SectionType::kScales,
-                        SectionType::kTags, SectionType::kStats}) {
+  for (SectionType t : {SectionType::kLayout, SectionType::kCanonMap, SectionType::kRows,
+                        SectionType::kScales, SectionType::kTags, SectionType::kStats}) {
     auto x = ra->Section(t), y = rb->Section(t);
     INFO(SectionName(static_cast<uint32_t>(t)));
     REQUIRE(x.size() == y.size());
@@ -116,7 +117,8 @@ TEST_CASE("N shards merged equal one build (exact and sketch)") {
     CHECK(Verify(m.output, {}, base::Silent()).ok());
     // A missing or repeated shard is refused by name.
     m.parts = {parts[0], parts[1]};
-    CHECK_THROWS_WITH_AS(Merge(m, base::Silent()), doctest::Contains("shard 2/3 is missing"), Error);
+    CHECK_THROWS_WITH_AS(Merge(m, base::Silent()), doctest::Contains("shard 2/3 is missing"),
+                         Error);
     m.parts = {parts[0], parts[1], parts[1]};
     CHECK_THROWS_WITH_AS(Merge(m, base::Silent()), doctest::Contains("are both shard 1/3"), Error);
   }
@@ -157,7 +159,8 @@ TEST_CASE("a failing build leaves no table and no spill files") {
   o.memory_bytes = 32ull << 20;
   o.temp_dir = d.path();
   o.block_tokens = 50000;
-  CHECK_THROWS_WITH_AS(Build(o, base::Silent()), doctest::Contains("outside the canonical vocabulary"), Error);
+  CHECK_THROWS_WITH_AS(Build(o, base::Silent()),
+                       doctest::Contains("outside the canonical vocabulary"), Error);
   CHECK(!base::PathExists(o.output));
   CHECK(SpillFiles(d.path()) == 0);
 }
