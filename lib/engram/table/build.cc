@@ -37,28 +37,6 @@ uint64_t SplitMix(uint64_t* s) {
   return z ^ (z >> 31);
 }
 
-StDType StorageStDType(base::DType t) {
-  switch (t) {
-    case base::DType::kF32:
-      return StDType::kF32;
-    case base::DType::kBF16:
-      return StDType::kBF16;
-    case base::DType::kF16:
-      return StDType::kF16;
-    case base::DType::kF8E4M3:
-      return StDType::kF8E4M3;
-  }
-  return StDType::kF32;
-}
-
-// Expands "{layer}" in a tensor name pattern.
-std::string TensorName(const std::string& pattern, uint32_t layer_id) {
-  std::string s = pattern;
-  size_t p = s.find("{layer}");
-  if (p != std::string::npos) s.replace(p, 7, std::to_string(layer_id));
-  return s;
-}
-
 // Streams `bytes` of a tensor into dst through a bounded buffer (pread, never the whole file).
 void StreamTensor(const SafetensorsFile& f, const TensorInfo& t, uint8_t* dst, uint64_t bytes,
                   base::Reporter& reporter, uint64_t* done, uint64_t total) {
@@ -98,8 +76,8 @@ void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* 
       uint64_t first = l.row_offsets[li * l.spec.per_layer()];
       uint64_t end =
           li + 1 < l.spec.n_layers() ? l.row_offsets[(li + 1) * l.spec.per_layer()] : l.total_rows;
-      pieces.push_back({TensorName(o.values_tensor, l.spec.layer_ids[li]),
-                        TensorName(o.scales_tensor, l.spec.layer_ids[li]), first, end - first});
+      pieces.push_back({TensorNameFor(o.values_tensor, l.spec.layer_ids[li]),
+                        TensorNameFor(o.scales_tensor, l.spec.layer_ids[li]), first, end - first});
     }
   } else {
     pieces.push_back({o.values_tensor, o.scales_tensor, 0, l.total_rows});
@@ -117,7 +95,7 @@ void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* 
                              << " values), but " << (per_layer ? "that layer" : "the table")
                              << " needs " << p.rows << " rows x " << l.row_dim << " values = "
                              << want << "; check the layout flags or the tensor name");
-    ENGRAM_CHECK(t->dtype == StorageStDType(l.dtype), Code::kInvalidArgument,
+    ENGRAM_CHECK(t->dtype == StDTypeOf(l.dtype), Code::kInvalidArgument,
                  "tensor \"" << p.name << "\" is " << StDTypeName(t->dtype)
                              << " but the table stores " << base::DTypeName(l.dtype)
                              << "; pass --dtype matching the tensor (rows are copied bit-exact)");

@@ -24,27 +24,6 @@ struct Piece {
   uint32_t layer_id;
 };
 
-std::string Expand(const std::string& pattern, uint32_t layer_id) {
-  std::string s = pattern;
-  size_t p = s.find("{layer}");
-  if (p != std::string::npos) s.replace(p, 7, std::to_string(layer_id));
-  return s;
-}
-
-StDType TableStDType(base::DType t) {
-  switch (t) {
-    case base::DType::kF32:
-      return StDType::kF32;
-    case base::DType::kBF16:
-      return StDType::kBF16;
-    case base::DType::kF16:
-      return StDType::kF16;
-    case base::DType::kF8E4M3:
-      return StDType::kF8E4M3;
-  }
-  return StDType::kF32;
-}
-
 }  // namespace
 
 ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
@@ -61,10 +40,10 @@ ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
                        ? l.total_rows
                        : l.row_offsets[(li + 1) * l.spec.per_layer()];
     uint32_t id = l.spec.layer_ids[li];
-    pieces.push_back(
-        {Expand(o.tensor, id), false, first, end - first, (end - first) * l.row_stride(), id});
+    pieces.push_back({TensorNameFor(o.tensor, id), false, first, end - first,
+                      (end - first) * l.row_stride(), id});
     if (fp8)
-      pieces.push_back({Expand(o.scale_tensor, id), true, first, end - first,
+      pieces.push_back({TensorNameFor(o.scale_tensor, id), true, first, end - first,
                         (end - first) * l.scale_stride(), id});
   }
   // Files: everything in one, or whole tensors packed into shards of at most max_shard_bytes.
@@ -113,7 +92,7 @@ ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
     for (size_t i : files[fi]) {
       const Piece& p = pieces[i];
       specs.push_back({p.name,
-                       p.scales ? StDType::kF8E8M0 : TableStDType(l.dtype),
+                       p.scales ? StDType::kF8E8M0 : StDTypeOf(l.dtype),
                        {p.rows, p.scales ? l.scale_stride() : l.row_dim}});
       index += std::string(first_entry ? "" : ",") + base::JsonString(p.name) + ":" +
                base::JsonString(name);

@@ -281,4 +281,25 @@ void SafetensorsWriter::Write(size_t index, uint64_t offset, const void* bytes, 
 
 void SafetensorsWriter::Finish() { temp_->Commit(); }
 
+StDType StDTypeOf(base::DType t) noexcept {
+  switch (t) {
+    case base::DType::kF32:
+      return StDType::kF32;
+    case base::DType::kBF16:
+      return StDType::kBF16;
+    case base::DType::kF16:
+      return StDType::kF16;
+    case base::DType::kF8E4M3:
+      return StDType::kF8E4M3;
+  }
+  return StDType::kF32;
+}
+
+std::string TensorNameFor(const std::string& pattern, uint32_t layer_id) {
+  std::string s = pattern;
+  size_t p = s.find("{layer}");
+  if (p != std::string::npos) s.replace(p, 7, std::to_string(layer_id));
+  return s;
+}
+
 }  // namespace engram::table

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engram/base/dtype.h"
 #include "engram/base/file.h"
 
 namespace engram::table {
@@ -35,6 +36,11 @@ enum class StDType : uint8_t {
 };
 const char* StDTypeName(StDType t) noexcept;  // "F32", "BF16", ...
 uint32_t StDTypeSize(StDType t) noexcept;
+// The safetensors dtype that stores rows of a table dtype (fp8 rows: F8_E4M3, scales F8_E8M0).
+StDType StDTypeOf(base::DType t) noexcept;
+// A tensor name pattern with "{layer}" replaced by the layer id (checkpoints keep one Engram
+// tensor per layer, e.g. "model.layers.{layer}.engram.table.weight").
+std::string TensorNameFor(const std::string& pattern, uint32_t layer_id);
 
 struct TensorInfo {
   std::string name;

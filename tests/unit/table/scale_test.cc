@@ -89,6 +89,12 @@ TEST_CASE("a build that spills to disk equals one that counts in memory") {
   CHECK(r1.ngrams_distinct == r2.ngrams_distinct);
   RequireSameData(mem.output, spill.output);
   CHECK(SpillFiles(d.path()) == 0);
+  // Nor do the thread count and the block size change the table.
+  BuildOptions one = Opts(c, d / "one.engram", 60000);
+  one.threads = 1;
+  one.block_tokens = 777777;
+  Build(one, base::Silent());
+  RequireSameData(mem.output, one.output);
 }
 
 TEST_CASE("N shards merged equal one build (exact and sketch)") {
@@ -99,6 +105,12 @@ TEST_CASE("N shards merged equal one build (exact and sketch)") {
     one.owners = mode;
     one.block_tokens = 30000;
     Build(one, base::Silent());
+    BuildOptions alt = one;  // other block size and thread count: the same table
+    alt.block_tokens = 77777;
+    alt.threads = 1;
+    alt.output = d / ("alt-" + mode + ".engram");
+    Build(alt, base::Silent());
+    RequireSameData(one.output, alt.output);
     std::vector<std::string> parts;
     for (uint32_t i = 0; i < 3; ++i) {
       BuildOptions s = one;
