@@ -282,6 +282,12 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
                                 "with --device cpu (or set [model] device = \"cpu\"), or build "
                                 "against a CUDA-enabled "
                                 "libtorch (see README, CUDA)");
+    // The runner places every tensor on the CPU; a GPU forward pass (rows gathered by kernels/
+    // on a side stream) is not wired in yet, and running on CPU while saying cuda would mislead.
+    ENGRAM_THROW(
+        Code::kInvalidArgument,
+        "device \"" << device << "\": this engramctl's run computes on the CPU only (the CUDA "
+                    << "kernels in kernels/ are not yet wired into run); use --device cpu");
   } else {
     ENGRAM_CHECK(device == "cpu", Code::kInvalidArgument,
                  "device \"" << device << "\": use cpu or cuda:N");
