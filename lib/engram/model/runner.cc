@@ -421,6 +421,7 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
   const uint32_t V = s.mc.vocab_size;
   const uint32_t N = s.engram ? s.view->layout().spec.max_order : 2;
   std::vector<float> logits;
+  size_t low_hit_requests = 0;  // requests with engram_hit_rate < 0.3 (explained once)
   for (size_t first = 0; first < o.prompts.size(); first += to.max_batch) {
     const size_t B = std::min<size_t>(to.max_batch, o.prompts.size() - first);
     std::vector<PromptResult> pr(B);
@@ -581,17 +582,23 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
             req +
                 "engram_hit_rate is 0 because no position has a full n-gram (the input is shorter "
                 "than order 2)");
-      else if (pr[b].engram_lookups >= 8 && rate < 0.3)
+      else if (pr[b].engram_lookups >= 8 && rate < 0.3 && low_hit_requests++ == 0)
         rep.Log(LogLevel::kWarning,
                 req +
-                    "engram_hit_rate below 0.3: the text is far from the table's corpus, or the "
-                    "table was built with "
-                    "another n-gram order or tokenizer than this model uses (table: orders 2.." +
-                    std::to_string(N) + ", tokenizer " +
+                    "engram_hit_rate below 0.3: the text is far from the table's corpus, the "
+                    "table has few buckets for its corpus (most n-grams share a bucket with a "
+                    "more frequent owner), or it was built with another n-gram order or "
+                    "tokenizer than this model uses (table: orders 2.." +
+                    std::to_string(N) + ", " + std::to_string(s.view->layout().spec.sizes[0]) +
+                    " buckets per sub-table, tokenizer " +
                     Hex(s.view->layout().tokenizer_fingerprint) + ")");
     }
     for (auto& p : pr) res.prompts.push_back(std::move(p));
   }
+  if (low_hit_requests > 1)
+    rep.Log(LogLevel::kWarning, "[engram] engram_hit_rate below 0.3 in " +
+                                    std::to_string(low_hit_requests) + " of " +
+                                    std::to_string(o.prompts.size()) + " requests");
   if (s.engram) {
     auto status = table::Status(s.view->reader().path());
     res.table_resident_bytes = status.resident_bytes;
