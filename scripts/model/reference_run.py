@@ -51,6 +51,7 @@ def main():
     ap.add_argument("--perplexity", action="store_true")
     ap.add_argument("--no-engram", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--window", type=int, default=512, help="perplexity window (tokens)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     t0 = time.perf_counter()
@@ -77,8 +78,8 @@ def main():
             if a.perplexity:
                 nll, n = 0.0, 0
                 t1 = time.perf_counter()
-                for w0 in range(0, len(ids), 512):
-                    w1 = min(len(ids), w0 + 512)
+                for w0 in range(0, len(ids), a.window):
+                    w1 = min(len(ids), w0 + a.window)
                     caches = [dict() for _ in model.layers]
                     rows = torch.from_numpy(addr.rows(canon[w0:w1], history=canon[:w0]))[None]
                     h = model.hidden(torch.tensor([ids[w0:w1]]), rows, torch.arange(w1 - w0), caches, use_engram)

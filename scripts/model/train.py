@@ -8,6 +8,13 @@ Inputs come from engramctl itself: token ids (`engramctl tokenize --lines -o`) a
 (`... --canonical`). The output embedding is tied to the input embedding; tokens never seen in the
 training text keep all-zero rows, so their logits are exactly 0 and training uses the exact full-
 vocabulary softmax: the n_unused zero rows add n_unused * e^0 to the partition function.
+
+Engram rows of n-grams that occur only once or twice in the training text would simply memorise the
+next token of those occurrences, and held-out text consists mostly of such (or unseen) n-grams: a
+model trained on them trusts its memory where it should not, and does worse with the table than
+without it. So n-grams rarer than --rare-count (and a --row-noise share of the rest, as hash
+collisions would) read random rows of their sub-table while training; the gate learns to tell
+memory that matches the context from memory that does not.
 """
 import argparse
 import json
@@ -40,7 +47,7 @@ def split_docs(a):
     return docs
 
 
-def demo_config(vocab_size, pad_token, tokenizer_fingerprint):
+def demo_config(vocab_size, pad_token, tokenizer_fingerprint, seq=128):
     return {
         "architectures": ["EngramMoEForCausalLM"],
         "model_type": "deepseek_engram",
@@ -62,7 +69,7 @@ def demo_config(vocab_size, pad_token, tokenizer_fingerprint):
         "topk_method": "greedy",
         "rms_norm_eps": 1e-6,
         "rope_theta": 10000.0,
-        "max_position_embeddings": 2048,
+        "max_position_embeddings": seq,  # the context it was trained on
         "tie_word_embeddings": True,
         "bos_token_id": 0,
         "eos_token_id": 1,
@@ -89,13 +96,24 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--fingerprint", default="", help="tokenizer fingerprint (engramctl inspect) to record")
     ap.add_argument("--pad-canonical", type=int, required=True, help="canonical id of the pad token (token 2)")
-    ap.add_argument("--steps", type=int, default=1200)
+    ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--minutes", type=float, default=50.0, help="stop early (and save) after this long")
+    ap.add_argument("--table-lr-mult", type=float, default=1.0, help="learning-rate multiplier of the Engram rows")
+    ap.add_argument("--table-wd", type=float, default=0.1, help="weight decay of the Engram rows")
+    ap.add_argument("--table-init-std", type=float, default=0.02)
+    ap.add_argument("--engram-drop", type=float, default=0.05,
+                    help="fraction of training batches run without Engram (keeps the gate calibrated)")
+    ap.add_argument("--rare-count", type=int, default=3,
+                    help="n-grams seen fewer times in the training text read random rows of their sub-table "
+                         "(their rows would memorise the very tokens being predicted; held-out text mostly has "
+                         "such n-grams, so the model must learn to gate them out)")
+    ap.add_argument("--row-noise", type=float, default=0.1,
+                    help="probability that any other n-gram also reads random rows (hash collisions)")
+    ap.add_argument("--minutes", type=float, default=0.0, help="if > 0, stop early (and save) after this long")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -106,7 +124,7 @@ def main():
     canon_docs = split_docs(np.fromfile(a.canon, dtype="<u4"))
     assert len(ids_docs) == len(canon_docs) and all(len(x) == len(y) for x, y in zip(ids_docs, canon_docs))
     vocab_size = 129280
-    cfg = demo_config(vocab_size, 2, a.fingerprint)
+    cfg = demo_config(vocab_size, 2, a.fingerprint, a.seq)
     e = cfg["engram"]
     addr = NativeAddressing(e["layer_ids"], e["max_ngram_size"], e["n_head_per_ngram"], e["log2_buckets"],
                             a.pad_canonical, e["seed"])
@@ -117,6 +135,26 @@ def main():
         rows_all = np.concatenate([addr.rows(d.tolist()) for d in canon_docs])
         np.save(cache, rows_all)
     print(f"addressing done in {time.time() - t_start:.0f}s: {rows_all.shape}", flush=True)
+    # Training-text count of the n-gram (orders 2..N) ending at every position (history padded as
+    # the table's addressing pads it); canonical ids fit in 17 bits, so an n-gram of order <= 3 is
+    # one int64 key.
+    N = e["max_ngram_size"]
+    assert N <= 3 and max(int(d.max()) for d in canon_docs if len(d)) < (1 << 17)
+    counts = {}
+    for n in range(2, N + 1):
+        keys = []
+        for d in canon_docs:
+            p = np.concatenate([np.full(N - 1, a.pad_canonical, dtype=np.int64), d.astype(np.int64)])
+            k = np.zeros(len(d), dtype=np.int64)
+            for j in range(n):
+                k = (k << 17) | p[N - n + j:N - n + j + len(d)]
+            keys.append(k)
+        keys = np.concatenate(keys)
+        _, inv, cnt = np.unique(keys, return_inverse=True, return_counts=True)
+        counts[n] = cnt[inv]
+        print(f"order {n}: {len(cnt)} distinct, {np.mean(counts[n] < a.rare_count):.2f} of positions rarer than "
+              f"{a.rare_count}", flush=True)
+    heads, log2 = e["n_head_per_ngram"], e["log2_buckets"]
     flat_ids = np.concatenate(ids_docs)
     starts = np.cumsum([0] + [len(d) for d in ids_docs])
 
@@ -132,11 +170,11 @@ def main():
     # Only the rows of tokens in the training text are trained (the rest stay exactly zero).
     emb_used = torch.nn.Parameter(torch.randn(len(used), cfg["hidden_size"]) * 0.02)
     with torch.no_grad():
-        model.engram.table.weight.normal_(0, 0.1)
+        model.engram.table.weight.normal_(0, a.table_init_std)
     table_params = [model.engram.table.weight]
     other = [emb_used] + [p for n, p in model.named_parameters() if n not in ("engram.table.weight", "embed_tokens.weight")]
     opt = torch.optim.AdamW([{"params": other, "weight_decay": 0.05},
-                             {"params": table_params, "weight_decay": 0.0, "lr_mult": 5.0}],
+                             {"params": table_params, "weight_decay": a.table_wd, "lr_mult": a.table_lr_mult}],
                             lr=a.lr, betas=(0.9, 0.95))
     log_unused = math.log(n_unused)
     doc_ok = [i for i, d in enumerate(ids_docs) if len(d) > a.seq + 1]
@@ -154,10 +192,16 @@ def main():
             o = starts[d] + rng.integers(len(ids_docs[d]) - a.seq - 1)
             x[b] = flat_ids[o:o + a.seq + 1]
             r[b] = rows_all[o:o + a.seq + 1]
+            for n in range(2, N + 1):
+                m = (counts[n][o:o + a.seq + 1] < a.rare_count) | (rng.random(a.seq + 1) < a.row_noise)
+                cols = slice((n - 2) * heads, (n - 1) * heads)
+                sub = r[b][m][:, :, cols]
+                r[b, m, :, cols] = (sub >> log2 << log2) + rng.integers(0, 1 << log2, size=sub.shape)
         xin = torch.from_numpy(x[:, :-1])
         tgt = remap[torch.from_numpy(x[:, 1:])]
         rows = torch.from_numpy(r[:, :-1])
-        h = model.hidden(xin, rows, torch.arange(a.seq), embeds=emb_used[remap[xin]])
+        use_engram = rng.random() >= a.engram_drop
+        h = model.hidden(xin, rows, torch.arange(a.seq), use_engram=use_engram, embeds=emb_used[remap[xin]])
         logits = h @ emb_used.t()
         # Full-vocabulary cross-entropy: the unused tokens' zero rows form one extra column of
         # value log(n_unused) (their summed e^0 mass).
@@ -172,7 +216,7 @@ def main():
         if step % 25 == 0 or step == 1:
             el = time.time() - t_start
             print(f"step {step} loss {nll.item():.4f} ppl {math.exp(nll.item()):.1f} lr {lr:.2e} {el:.0f}s", flush=True)
-        if (time.time() - t_start) / 60 > a.minutes:
+        if a.minutes > 0 and (time.time() - t_start) / 60 > a.minutes:
             print(f"time budget reached at step {step}", flush=True)
             break
     model.eval()
