@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's demo: on a fresh Debian 12 machine (as root) it installs what is missing, builds
-# engramctl, makes an Engram table from the Brown corpus with the real DeepSeek-V3 tokenizer,
-# verifies it, inspects it and looks a few n-grams up.
+# engramctl, assembles the bundled trained MoE+Engram model (assets/demo-model) with the real
+# DeepSeek-V3 tokenizer, exports the model's learned Engram rows into a v3 table whose owners come
+# from the Brown corpus, verifies the table against the deployment config, inspects it, looks
+# n-grams up, injects a fact, folds it, and ends by running a prompt on the model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install_deps.sh
@@ -9,14 +11,30 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 E=build/bin/engramctl
 A=build/assets
-out=build/demo
-mkdir -p "$out"
+C=examples/demo/config.toml
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
 
-step $E build --tokenizer $A/deepseek_v3/tokenizer.json --corpus $A/brown/train.txt \
-  --layers 1,3 --order 3 --heads 8 --buckets 131072 --row-dim 16 --dtype bf16 --pad-id 2 \
-  --init normal --seed 1 -o $out/brown.engram
-step $E verify $out/brown.engram --tokenizer $A/deepseek_v3/tokenizer.json
-step $E inspect $out/brown.engram --stats
+# The model directory: config.json and weights from assets/demo-model, the tokenizer it was trained with.
+m=build/demo/model
+mkdir -p "$m" build/demo/engram_weights
+cp assets/demo-model/config.json "$m/"
+[[ -f "$m/model.safetensors" && "$m/model.safetensors" -nt assets/demo-model/model.safetensors.zst ]] ||
+  zstd -q -d -f assets/demo-model/model.safetensors.zst -o "$m/model.safetensors"
+cp "$A/deepseek_v3/tokenizer.json" "$m/"
+
+step $E build --config $C --corpus $A/brown/train.txt --values "$m" --tensor engram.table.weight
+step $E verify --config $C
+step $E inspect build/demo/engram_weights/ngram_table_v3.bin --stats
+step $E lookup --config $C "The jury said it did find that many of Atlanta's"
+
+# Inject a domain term (an n-gram the corpus never saw), see it hit, fold it back to deterministic addressing.
+printf '{"text": " quantum chromodynamics", "value": %s}\n' \
+  "$(/usr/bin/python3 -c 'print([0.25] * 16)')" > build/demo/fact.jsonl
+t=build/demo/engram_weights/ngram_table_v3.bin
+step $E append --config $C --entries build/demo/fact.jsonl
+step $E sort-buckets $t
+step $E lookup --config $C " quantum chromodynamics"
+
+step $E run --config $C "The jury said that the city" -n 40 --temp 0.7 --seed 3
 echo
-echo "demo.sh: done. The table is $out/brown.engram."
+echo "demo.sh: done. Model: $m, table: $t, config: $C."
