@@ -23,6 +23,11 @@ BpeModel::BpeModel(const Json& m, std::string_view what) {
     vocab_[tok] = static_cast<uint32_t>(*id);
     max_id = std::max(max_id, static_cast<uint32_t>(*id));
   }
+  // Ids index arrays, so a hostile file must not make one sparse id allocate gigabytes: real
+  // vocabularies are dense (added tokens may sit in a gap, never more than kMaxIdGap wide).
+  ENGRAM_CHECK(max_id < vocab->members().size() + kMaxIdGap, Code::kCorrupt,
+               what << ": model.vocab has " << vocab->members().size() << " tokens but an id of "
+                    << max_id << "; ids must be dense (at most " << kMaxIdGap << " unused)");
   id_to_token_.resize(vocab->members().empty() ? 0 : max_id + 1);
   has_token_.assign(id_to_token_.size(), false);
   for (const auto& [tok, id] : vocab_) {

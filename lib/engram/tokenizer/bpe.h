@@ -13,6 +13,9 @@
 
 namespace engram::tokenizer {
 
+// Largest gap of unused ids a tokenizer file may leave (ids size arrays; see BpeModel).
+inline constexpr uint32_t kMaxIdGap = 1u << 16;
+
 class BpeModel {
  public:
   // Throws kCorrupt (malformed) or kInvalidArgument (unsupported options, e.g. dropout > 0).

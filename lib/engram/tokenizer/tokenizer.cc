@@ -183,6 +183,7 @@ std::unique_ptr<Tokenizer> Tokenizer::FromJson(std::string_view json, std::strin
   if (const Json* d = root.Find("decoder")) im.decoder = MakeDecoder(*d, name);
 
   if (const Json* at = root.Find("added_tokens"); at && at->is_array()) {
+    const uint64_t id_limit = uint64_t{vocab_size} + at->items().size() + kMaxIdGap;
     for (const Json& a : at->items()) {
       AddedToken tok;
       const Json* id = a.Find("id");
@@ -190,6 +191,9 @@ std::unique_ptr<Tokenizer> Tokenizer::FromJson(std::string_view json, std::strin
       ENGRAM_CHECK(
           id && id->as_uint64() && *id->as_uint64() < (1u << 31) && content && content->is_string(),
           Code::kCorrupt, name << ": an added token needs an integer id and a string content");
+      ENGRAM_CHECK(*id->as_uint64() < id_limit, Code::kCorrupt,
+                   name << ": added token id " << *id->as_uint64() << " leaves more than "
+                        << kMaxIdGap << " unused ids after the vocabulary; ids must be dense");
       tok.id = static_cast<uint32_t>(*id->as_uint64());
       tok.content = content->as_string();
       auto flag = [&](const char* k, bool d) {
