@@ -21,16 +21,16 @@ cp assets/demo-model/config.json "$m/"
 [[ -f "$m/model.safetensors" && "$m/model.safetensors" -nt assets/demo-model/model.safetensors.zst ]] ||
   zstd -q -d -f assets/demo-model/model.safetensors.zst -o "$m/model.safetensors"
 cp "$A/deepseek_v3/tokenizer.json" "$m/"
+t=build/demo/engram_weights/ngram_table_v3.bin  # [engram.table] path of $C
 
 step $E build --config $C --corpus $A/brown/train.txt --values "$m" --tensor engram.table.weight
 step $E verify --config $C
-step $E inspect build/demo/engram_weights/ngram_table_v3.bin --stats
+step $E inspect $t --stats
 step $E lookup --config $C "The jury said it did find that many of Atlanta's"
 
 # Inject a domain term (an n-gram the corpus never saw), see it hit, fold it back to deterministic addressing.
 printf '{"text": " quantum chromodynamics", "value": %s}\n' \
   "$(/usr/bin/python3 -c 'print([0.25] * 16)')" > build/demo/fact.jsonl
-t=build/demo/engram_weights/ngram_table_v3.bin
 step $E append --config $C --entries build/demo/fact.jsonl
 step $E sort-buckets $t
 step $E lookup --config $C " quantum chromodynamics"
