@@ -73,7 +73,9 @@ void Run(BuildFlags& f) {
                 ",\"peak_rss_bytes\":" + std::to_string(usage.peak_rss_bytes) +
                 ",\"seconds\":" + std::to_string(sw.Seconds()) +
                 ",\"count_seconds\":" + std::to_string(r.count_seconds) +
-                ",\"assign_seconds\":" + std::to_string(r.assign_seconds) + "}");
+                ",\"assign_seconds\":" + std::to_string(r.assign_seconds) +
+                ",\"spill_runs\":" + std::to_string(r.spill_runs) +
+                ",\"spilled_bytes\":" + std::to_string(r.spilled_bytes) + "}");
 }
 
 }  // namespace

@@ -351,6 +351,10 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   res.documents = st.documents;
   res.count_seconds = count_sw.Seconds();
   base::Stopwatch assign_sw;
+  if (exact) {
+    res.spill_runs = exact->runs();
+    res.spilled_bytes = exact->spilled_bytes();
+  }
   if (exact && exact->runs())
     reporter.Log(base::LogLevel::kInfo,
                  "counting spilled " + std::to_string(exact->runs()) + " sorted runs (" +

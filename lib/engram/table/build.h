@@ -48,8 +48,9 @@ struct BuildResult {
   uint64_t tokens = 0, documents = 0, ngrams_distinct = 0, owned_rows = 0;
   uint64_t ram_estimate = 0, temp_estimate = 0;
   double seconds = 0;
-  double count_seconds = 0;   // reading + counting (the owner phase's corpus pass)
-  double assign_seconds = 0;  // merging counts and choosing owners
+  double count_seconds = 0;                    // reading + counting (the owner phase's corpus pass)
+  double assign_seconds = 0;                   // merging counts and choosing owners
+  uint64_t spill_runs = 0, spilled_bytes = 0;  // exact owners over the memory budget
 };
 
 // Throws kInvalidArgument/kConfig on bad options (before reading any input), kIo/kCorrupt on

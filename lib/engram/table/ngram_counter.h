@@ -16,6 +16,11 @@ class NgramCounter {
   size_t size() const noexcept { return size_; }
   size_t capacity() const noexcept { return mask_ + 1; }
   size_t memory_bytes() const noexcept { return slots_.size() * 4; }
+  // New n-grams it takes before the next growth (which doubles memory_bytes()).
+  size_t headroom() const noexcept {
+    size_t limit = capacity() * 7 / 10;
+    return limit > size_ ? limit - size_ : 0;
+  }
   // Bytes one distinct n-gram costs at the maximum load factor (for budgets and estimates).
   static size_t BytesPerEntry(uint32_t order) noexcept { return (order + 2) * 4 * 10 / 7 + 1; }
 
@@ -28,6 +33,7 @@ class NgramCounter {
     return c;
   }
   const uint32_t* IdsAt(size_t slot) const noexcept { return &slots_[slot * stride_]; }
+  // Empties the counter but keeps its capacity (the next fill needs no growth).
   void Clear();
 
  private:

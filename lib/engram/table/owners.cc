@@ -78,6 +78,9 @@ void RemoveStaleSpills(const std::string& dir) {
   ::closedir(d);
 }
 
+// Additions between budget checks: a counter gains at most this many n-grams in between.
+constexpr uint64_t kSpillCheckEvery = 4096;
+
 struct ExactCounter::ThreadState {
   std::vector<NgramCounter> counters;
   uint64_t since_check = 0;
@@ -86,10 +89,13 @@ struct ExactCounter::ThreadState {
     for (const auto& c : counters) m += c.memory_bytes();
     return m;
   }
-  uint64_t Largest() const {
-    uint64_t m = 0;
-    for (const auto& c : counters) m = std::max<uint64_t>(m, c.memory_bytes());
-    return m;
+  // True when a counter may grow before the next check (within `adds` additions) and its
+  // growth would cross the budget: growing holds the old slots and the doubled ones at once.
+  bool MustSpill(uint64_t adds, uint64_t budget) const {
+    const uint64_t m = Memory();
+    for (const auto& c : counters)
+      if (c.headroom() <= adds && m + 2 * c.memory_bytes() > budget) return true;
+    return false;
   }
 };
 
@@ -115,10 +121,12 @@ void ExactCounter::AddBlock(const TokenBlock& b, int thread) {
   ThreadState& t = *threads_[thread];
   ForEachNgram(spec_, b, [&](uint32_t n, const uint32_t* ids) {
     t.counters[n - hash::kMinOrder].Add(ids);
-    // A counter grows by doubling: spill before the next growth could cross the budget.
-    if (++t.since_check >= 4096) {
+    // A counter grows by doubling: spill before the next growth could cross the budget. Spilled
+    // counters keep their capacity, so the test is on growth, not on the memory held: testing
+    // the memory held spilled again every check once the first spill had happened.
+    if (++t.since_check >= kSpillCheckEvery) {
       t.since_check = 0;
-      if (t.Memory() + t.Largest() > budget_per_thread_) Spill(t);
+      if (t.MustSpill(kSpillCheckEvery, budget_per_thread_)) Spill(t);
     }
   });
 }

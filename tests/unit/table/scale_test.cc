@@ -88,6 +88,12 @@ TEST_CASE("a build that spills to disk equals one that counts in memory") {
   spill.block_tokens = 100000;
   BuildResult r2 = Build(spill, base::Silent());
   CHECK(r1.ngrams_distinct == r2.ngrams_distinct);
+  CHECK(r1.spill_runs == 0);
+  // 16 MiB per thread holds 2^18 slots of each order (9 MiB; the next doubling would not fit),
+  // so a spill takes ~180K n-grams of each order: ~4 spills of 2 orders per thread. A counter
+  // that spilled at every check after its first spill wrote over a thousand tiny runs here.
+  CHECK(r2.spill_runs >= 8);
+  CHECK(r2.spill_runs <= 40);
   RequireSameData(mem.output, spill.output);
   CHECK(SpillFiles(d.path()) == 0);
   // Nor do the thread count and the block size change the table.
