@@ -77,6 +77,11 @@ InspectInfo Inspect(const std::string& path, const InspectOptions& opts) {
       if (r->has_stats()) {
         StatsRow s = r->Stats(row);
         in.load_histogram[std::min<uint32_t>(s.load, 16)]++;
+        const size_t bin = s.load == 0 ? 0 : 32 - static_cast<size_t>(__builtin_clz(s.load));
+        if (in.load_log2_histogram.size() <= bin) in.load_log2_histogram.resize(bin + 1, 0);
+        in.load_log2_histogram[bin]++;
+        in.load_max = std::max<uint64_t>(in.load_max, s.load);
+        in.load_sum += s.load;
         if (s.load > 1) in.collided_rows++;
         in.occurrences += s.total_count;
         in.owner_occurrences += s.owner_count;
@@ -90,6 +95,12 @@ namespace {
 std::string Hex(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+std::string LoadMean(uint64_t sum, uint64_t rows) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f",
+                rows ? static_cast<double>(sum) / static_cast<double>(rows) : 0.0);
   return buf;
 }
 std::string Pct(uint64_t a, uint64_t b) {
@@ -163,17 +174,27 @@ std::string InspectInfo::ToText() const {
          << " of owned rows hold more than one n-gram\n"
          << "  owner share:    " << Pct(owner_occurrences, occurrences) << " of " << occurrences
          << " corpus occurrences belong to their bucket's owner\n"
+         << "  load:           mean " << LoadMean(load_sum, total_rows) << ", max " << load_max
+         << " distinct n-grams per row\n"
          << "  load histogram (distinct n-grams per row):\n";
+      // Loads above 15 get power-of-two bins; below, one bin per load.
+      const bool log2 = load_max >= 16;
+      const std::vector<uint64_t>& h = log2 ? load_log2_histogram : load_histogram;
       uint64_t mx = 1;
-      for (uint64_t v : load_histogram) mx = std::max(mx, v);
-      for (size_t i = 0; i < load_histogram.size(); ++i) {
-        if (load_histogram[i] == 0) continue;
-        os << "    " << (i == 16 ? ">=16" : std::to_string(i))
-           << std::string(i == 16 ? 1 : (i < 10 ? 4 : 3), ' ')
-           << std::string(static_cast<size_t>(40.0 * static_cast<double>(load_histogram[i]) /
-                                              static_cast<double>(mx)),
-                          '#')
-           << " " << load_histogram[i] << "\n";
+      for (uint64_t v : h) mx = std::max(mx, v);
+      for (size_t i = 0; i < h.size(); ++i) {
+        if (h[i] == 0) continue;
+        std::string label = i == 16 ? ">=16" : std::to_string(i);
+        if (log2 && i >= 2)
+          label = std::to_string(1ull << (i - 1)) + "-" + std::to_string((1ull << i) - 1);
+        else if (log2)
+          label = std::to_string(i);
+        const size_t width = log2 ? 14 : 5;
+        os << "    " << label << std::string(label.size() < width ? width - label.size() : 1, ' ')
+           << std::string(
+                  static_cast<size_t>(40.0 * static_cast<double>(h[i]) / static_cast<double>(mx)),
+                  '#')
+           << " " << h[i] << "\n";
       }
     } else {
       os << "  (no STATS section: built with --no-stats)\n";
@@ -214,7 +235,9 @@ std::string InspectInfo::ToJson() const {
   if (stats_scanned) {
     os << ",\"stats\":{\"owned_rows\":" << owned_rows << ",\"collided_rows\":" << collided_rows
        << ",\"occurrences\":" << occurrences << ",\"owner_occurrences\":" << owner_occurrences
-       << ",\"load_histogram\":" << arr_u(load_histogram) << "}";
+       << ",\"load_histogram\":" << arr_u(load_histogram)
+       << ",\"load_log2_histogram\":" << arr_u(load_log2_histogram) << ",\"load_max\":" << load_max
+       << ",\"load_mean\":" << LoadMean(load_sum, total_rows) << "}";
   }
   base::Json prov;
   bool prov_ok = true;

@@ -48,6 +48,11 @@ struct InspectInfo {
   uint64_t occurrences = 0;              // total corpus occurrences over all rows
   uint64_t owner_occurrences = 0;        // of which belong to the owners
   std::vector<uint64_t> load_histogram;  // rows with load 0, 1, 2, ..., 15, >=16
+  // Rows with load 0, 1, 2-3, 4-7, ..., [2^(k-1), 2^k): for corpora whose mean load is far above
+  // 16. Ends at the highest non-empty bin.
+  std::vector<uint64_t> load_log2_histogram;
+  uint64_t load_max = 0;
+  uint64_t load_sum = 0;  // over all rows (mean = load_sum / total_rows)
 
   std::string ToText() const;
   std::string ToJson() const;

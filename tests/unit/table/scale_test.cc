@@ -10,6 +10,7 @@
 
 #include "engram/base/error.h"
 #include "engram/table/build.h"
+#include "engram/table/inspect.h"
 #include "engram/table/reader.h"
 #include "engram/table/verify.h"
 #include "test_util.h"
@@ -96,6 +97,18 @@ TEST_CASE("a build that spills to disk equals one that counts in memory") {
   CHECK(r2.spill_runs <= 40);
   RequireSameData(mem.output, spill.output);
   CHECK(SpillFiles(d.path()) == 0);
+  // ~180 distinct n-grams per row: inspect --stats bins loads by powers of two.
+  InspectInfo in = Inspect(mem.output, {true, true});
+  uint64_t rows = 0;
+  for (uint64_t v : in.load_log2_histogram) rows += v;
+  CHECK(rows == in.total_rows);
+  REQUIRE(in.load_max >= 128);
+  CHECK(in.load_log2_histogram.size() == 33u - static_cast<unsigned>(__builtin_clz(in.load_max)));
+  CHECK(in.load_log2_histogram.back() > 0);
+  CHECK(in.load_sum == r1.ngrams_distinct * 4);  // one row in each of 2 layers x 2 heads
+  const size_t top = in.load_log2_histogram.size() - 1;
+  CHECK(in.ToText().find(std::to_string(1ull << (top - 1)) + "-" +
+                         std::to_string((1ull << top) - 1)) != std::string::npos);
   // Nor do the thread count and the block size change the table.
   BuildOptions one = Opts(c, d / "one.engram", 60000);
   one.threads = 1;

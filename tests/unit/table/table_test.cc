@@ -398,6 +398,10 @@ TEST_CASE("inspect reports layout, journal and statistics") {
   CHECK(in.journal_entries == 0);
   CHECK(in.owned_rows > 0);
   CHECK(in.load_histogram[2] == in.owned_rows);
+  CHECK(in.load_log2_histogram.size() == 3);  // loads 0, 1, 2-3
+  CHECK(in.load_log2_histogram[2] == in.owned_rows);
+  CHECK(in.load_max == 2);
+  CHECK(in.load_sum == 2 * in.owned_rows);
   std::string j = in.ToJson();
   CHECK(base::Json::Parse(j, "inspect").Find("journal")->Find("deterministic")->as_bool());
   CHECK(in.ToText().find("prime sub-table sizes") != std::string::npos);
