@@ -63,6 +63,9 @@ std::string Rate(double per_s, std::string_view unit) {
 }
 }  // namespace
 
+// Seconds between progress lines when stderr is not a terminal.
+constexpr double kLogProgressSeconds = 60;
+
 StderrReporter::StderrReporter() : tty_(::isatty(STDERR_FILENO) == 1) {}
 
 void StderrReporter::ClearLine() {
@@ -85,15 +88,16 @@ void StderrReporter::Log(engram::base::LogLevel level, std::string_view line) {
 
 void StderrReporter::Progress(std::string_view phase, uint64_t done, uint64_t total,
                               std::string_view unit) {
-  if (!tty_ || Globals().quiet || Globals().no_progress) return;
+  if (Globals().quiet || Globals().no_progress) return;
   std::lock_guard<std::mutex> lock(mu_);
   double now = Now();
   if (phase != phase_) {
     phase_ = std::string(phase);
     phase_start_ = now;
-    last_draw_ = 0;
+    last_draw_ = tty_ ? 0 : now;
   }
-  if (now - last_draw_ < 0.1) return;
+  // A TTY line is redrawn in place; a log (batch jobs, pipes) gets one plain line a minute.
+  if (now - last_draw_ < (tty_ ? 0.1 : kLogProgressSeconds)) return;
   last_draw_ = now;
   double elapsed = now - phase_start_;
   double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
@@ -109,9 +113,13 @@ void StderrReporter::Progress(std::string_view phase, uint64_t done, uint64_t to
                   phase.data(), static_cast<unsigned long long>(done),
                   static_cast<int>(unit.size()), unit.data(), Rate(rate, unit).c_str());
   }
-  std::fprintf(stderr, "\r\033[K%s", buf);
+  if (tty_) {
+    std::fprintf(stderr, "\r\033[K%s", buf);
+    line_dirty_ = true;
+  } else {
+    std::fprintf(stderr, "%s\n", buf);
+  }
   std::fflush(stderr);
-  line_dirty_ = true;
 }
 
 void StderrReporter::ProgressDone(std::string_view) {

@@ -390,17 +390,13 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   if (!oa.stats) oa.own.assign(layout.total_rows, 0);
   if (exact) {
     OwnerAssigner assign(layout, &oa, threads);
-    uint32_t order_now = 0;
-    exact->Merge(
-        [&](uint32_t n) {
-          assign.BeginOrder(n);
-          order_now = n;
-          reporter.Progress("assign owners", n - hash::kMinOrder, orders, "orders");
-        },
-        [&](const uint32_t* ids, uint64_t count) { assign.Add(ids, count); });
+    exact->Merge([&](uint32_t n) { assign.BeginOrder(n); },
+                 [&](const uint32_t* ids, uint64_t count) { assign.Add(ids, count); },
+                 [&](uint64_t done, uint64_t total) {
+                   reporter.Progress("assign owners", done, total, "counts");
+                 });
     assign.Flush();
     res.ngrams_distinct = assign.distinct();
-    (void)order_now;
   } else {
     sketch->Finish(&oa);
   }

@@ -1,6 +1,10 @@
 // Linear-probing n-gram counter.
 #include "engram/table/ngram_counter.h"
 
+#include <algorithm>
+
+#include "engram/hash/addressing.h"
+
 namespace engram::table {
 
 namespace {
@@ -14,6 +18,21 @@ inline uint64_t Mix(const uint32_t* ids, uint32_t n) noexcept {
   h *= 0x94D049BB133111EBull;
   return h ^ (h >> 29);
 }
+// A record of an order-N counter, sorted in place by its ids.
+template <uint32_t N>
+struct Record {
+  uint32_t w[N + 2];
+};
+
+template <uint32_t N>
+void SortAs(uint32_t* words, size_t count) {
+  auto* r = reinterpret_cast<Record<N>*>(words);
+  std::sort(r, r + count, [](const Record<N>& a, const Record<N>& b) {
+    for (uint32_t i = 0; i < N; ++i)
+      if (a.w[i] != b.w[i]) return a.w[i] < b.w[i];
+    return false;
+  });
+}
 }  // namespace
 
 NgramCounter::NgramCounter(uint32_t order, size_t initial_capacity)
@@ -24,18 +43,21 @@ NgramCounter::NgramCounter(uint32_t order, size_t initial_capacity)
   slots_.assign(cap * stride_, 0);
 }
 
-size_t NgramCounter::Probe(const uint32_t* ids) const noexcept {
-  size_t i = Mix(ids, n_) & mask_;
+size_t NgramCounter::Probe(const uint32_t* ids, uint64_t hash) const noexcept {
+  size_t i = hash & mask_;
   while (true) {
     const uint32_t* s = &slots_[i * stride_];
-    if (CountAt(i) == 0 || std::memcmp(s, ids, n_ * 4) == 0) return i;
+    if (CountAt(i) == 0) return i;
+    uint32_t k = 0;
+    while (k < n_ && s[k] == ids[k]) ++k;
+    if (k == n_) return i;
     i = (i + 1) & mask_;
   }
 }
 
-void NgramCounter::Add(const uint32_t* ids, uint64_t count) {
+void NgramCounter::Insert(const uint32_t* ids, uint64_t hash, uint64_t count) {
   if ((size_ + 1) * 10 > capacity() * 7) Grow();
-  size_t i = Probe(ids);
+  size_t i = Probe(ids, hash);
   uint32_t* s = &slots_[i * stride_];
   uint64_t c = CountAt(i);
   if (c == 0) {
@@ -44,6 +66,33 @@ void NgramCounter::Add(const uint32_t* ids, uint64_t count) {
   }
   c += count;
   std::memcpy(s + n_, &c, 8);
+}
+
+void NgramCounter::Add(const uint32_t* ids, uint64_t count) { Insert(ids, Mix(ids, n_), count); }
+
+void NgramCounter::Push(const uint32_t* ids) {
+  const uint64_t h = Mix(ids, n_);
+  const uint32_t* slot = &slots_[(h & mask_) * stride_];
+  __builtin_prefetch(slot, 1);
+  __builtin_prefetch(slot + stride_ - 1, 1);  // a slot may straddle two cache lines
+  size_t at = (pending_head_ + pending_) % kLookahead;
+  if (pending_ == kLookahead) {  // full: count the oldest, reuse its place
+    Insert(pending_ids_[pending_head_], pending_hash_[pending_head_], 1);
+    at = pending_head_;
+    pending_head_ = (pending_head_ + 1) % kLookahead;
+  } else {
+    ++pending_;
+  }
+  std::memcpy(pending_ids_[at], ids, n_ * 4);
+  pending_hash_[at] = h;
+}
+
+void NgramCounter::Drain() {
+  for (; pending_; --pending_) {
+    Insert(pending_ids_[pending_head_], pending_hash_[pending_head_], 1);
+    pending_head_ = (pending_head_ + 1) % kLookahead;
+  }
+  pending_head_ = 0;
 }
 
 void NgramCounter::Grow() {
@@ -57,7 +106,7 @@ void NgramCounter::Grow() {
     uint64_t c;
     std::memcpy(&c, s + n_, 8);
     if (c == 0) continue;
-    size_t i = Probe(s);
+    size_t i = Probe(s, Mix(s, n_));
     std::memcpy(&slots_[i * stride_], s, stride_ * 4);
   }
 }
@@ -65,6 +114,42 @@ void NgramCounter::Grow() {
 void NgramCounter::Clear() {
   std::fill(slots_.begin(), slots_.end(), 0u);
   size_ = 0;
+}
+
+const uint32_t* NgramCounter::SortRecords() {
+  // Compact: occupied slots keep their relative order and only move toward the front.
+  size_t out = 0;
+  for (size_t k = 0; k <= mask_; ++k) {
+    if (CountAt(k) == 0) continue;
+    if (out != k)
+      std::memmove(&slots_[out * stride_], &slots_[k * stride_], stride_ * sizeof(uint32_t));
+    ++out;
+  }
+  static_assert(hash::kMaxOrder == 8, "SortRecords instantiates orders 2..8");
+  switch (n_) {
+    case 2:
+      SortAs<2>(slots_.data(), out);
+      break;
+    case 3:
+      SortAs<3>(slots_.data(), out);
+      break;
+    case 4:
+      SortAs<4>(slots_.data(), out);
+      break;
+    case 5:
+      SortAs<5>(slots_.data(), out);
+      break;
+    case 6:
+      SortAs<6>(slots_.data(), out);
+      break;
+    case 7:
+      SortAs<7>(slots_.data(), out);
+      break;
+    case 8:
+      SortAs<8>(slots_.data(), out);
+      break;
+  }
+  return slots_.data();
 }
 
 }  // namespace engram::table

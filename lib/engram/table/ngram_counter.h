@@ -26,6 +26,12 @@ class NgramCounter {
 
   // Adds `count` occurrences of the n-gram ids[0..n).
   void Add(const uint32_t* ids, uint64_t count = 1);
+  // Adds one occurrence later: the n-gram's slot is prefetched now and it is counted after up to
+  // kLookahead further pushes (or at Drain), so cache misses overlap. size() and the slots do not
+  // show pending n-grams until then.
+  void Push(const uint32_t* ids);
+  void Drain();
+  static constexpr size_t kLookahead = 16;
   // Slot access for iteration (possibly parallel): occupied slots have count > 0.
   uint64_t CountAt(size_t slot) const noexcept {
     uint64_t c;
@@ -35,15 +41,24 @@ class NgramCounter {
   const uint32_t* IdsAt(size_t slot) const noexcept { return &slots_[slot * stride_]; }
   // Empties the counter but keeps its capacity (the next fill needs no growth).
   void Clear();
+  // Moves the size() records to the front of the slots, sorted by their ids in numeric
+  // lexicographic order, and returns them: each is n ids then the count as a native u64 (the
+  // spill run record). Add must not be called again before Clear().
+  const uint32_t* SortRecords();
 
  private:
   void Grow();
-  size_t Probe(const uint32_t* ids) const noexcept;
+  void Insert(const uint32_t* ids, uint64_t hash, uint64_t count);
+  size_t Probe(const uint32_t* ids, uint64_t hash) const noexcept;
   uint32_t n_;
   uint32_t stride_;  // words per slot
   size_t mask_ = 0;
   size_t size_ = 0;
   std::vector<uint32_t> slots_;
+  // Pushed n-grams not yet counted: a ring of kLookahead (ids, hash).
+  uint32_t pending_ids_[kLookahead][8];
+  uint64_t pending_hash_[kLookahead];
+  size_t pending_head_ = 0, pending_ = 0;
 };
 
 }  // namespace engram::table

@@ -78,6 +78,9 @@ void RemoveStaleSpills(const std::string& dir) {
   ::closedir(d);
 }
 
+// Bytes handed to the compressor at a time when writing a run.
+constexpr size_t kSpillWriteBytes = size_t{1} << 20;
+
 // Additions between budget checks: a counter gains at most this many n-grams in between.
 constexpr uint64_t kSpillCheckEvery = 4096;
 
@@ -120,27 +123,26 @@ ExactCounter::~ExactCounter() {
 void ExactCounter::AddBlock(const TokenBlock& b, int thread) {
   ThreadState& t = *threads_[thread];
   ForEachNgram(spec_, b, [&](uint32_t n, const uint32_t* ids) {
-    t.counters[n - hash::kMinOrder].Add(ids);
+    t.counters[n - hash::kMinOrder].Push(ids);
     // A counter grows by doubling: spill before the next growth could cross the budget. Spilled
     // counters keep their capacity, so the test is on growth, not on the memory held: testing
     // the memory held spilled again every check once the first spill had happened.
     if (++t.since_check >= kSpillCheckEvery) {
       t.since_check = 0;
-      if (t.MustSpill(kSpillCheckEvery, budget_per_thread_)) Spill(t);
+      if (t.MustSpill(kSpillCheckEvery + NgramCounter::kLookahead, budget_per_thread_)) Spill(t);
     }
   });
+  for (auto& c : t.counters) c.Drain();
 }
 
 void ExactCounter::Spill(ThreadState& t) {
+  for (auto& c : t.counters) c.Drain();
   for (auto& c : t.counters) {
     if (c.size() == 0) continue;
     const uint32_t n = c.order();
-    std::vector<uint32_t> slots;
-    slots.reserve(c.size());
-    for (size_t s = 0; s < c.capacity(); ++s)
-      if (c.CountAt(s)) slots.push_back(static_cast<uint32_t>(s));
-    std::sort(slots.begin(), slots.end(),
-              [&](uint32_t a, uint32_t b) { return CompareIds(c.IdsAt(a), c.IdsAt(b), n) < 0; });
+    const size_t records = c.size();
+    // Sorted in place: the records are the run's bytes, written as they lie.
+    const uint32_t* rec = c.SortRecords();
     std::string path;
     {
       std::lock_guard<std::mutex> lock(*mu_);
@@ -149,24 +151,15 @@ void ExactCounter::Spill(ThreadState& t) {
       runs_.emplace_back(n, path);
     }
     ZstdWriter w(path, 1);
-    std::vector<uint8_t> rec(n * 4 + 8);
-    std::vector<uint8_t> buf;
-    buf.reserve(1 << 20);
-    for (uint32_t s : slots) {
-      uint64_t cnt = c.CountAt(s);
-      std::memcpy(rec.data(), c.IdsAt(s), n * 4);
-      std::memcpy(rec.data() + n * 4, &cnt, 8);
-      buf.insert(buf.end(), rec.begin(), rec.end());
-      if (buf.size() >= (1 << 20)) {
-        w.Write(buf.data(), buf.size());
-        buf.clear();
-      }
-    }
-    w.Write(buf.data(), buf.size());
+    const size_t bytes = records * (n + 2) * 4;
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(rec);
+    for (size_t off = 0; off < bytes; off += kSpillWriteBytes)
+      w.Write(p + off, std::min(kSpillWriteBytes, bytes - off));
     w.Close(false);
     {
       std::lock_guard<std::mutex> lock(*mu_);
       spilled_bytes_ += w.compressed_bytes();
+      spilled_records_ += records;
     }
     c.Clear();
   }
@@ -228,31 +221,33 @@ class PartSource final : public Source {
   bool done_ = false;
 };
 
+// The sorted records of an in-memory counter (NgramCounter::SortRecords already called).
 class MemSource final : public Source {
  public:
-  explicit MemSource(const NgramCounter& c) : c_(c) {
-    ids_.resize(c.order());
-    for (size_t s = 0; s < c.capacity(); ++s)
-      if (c.CountAt(s)) slots_.push_back(static_cast<uint32_t>(s));
-    const uint32_t n = c.order();
-    std::sort(slots_.begin(), slots_.end(),
-              [&](uint32_t a, uint32_t b) { return CompareIds(c.IdsAt(a), c.IdsAt(b), n) < 0; });
+  MemSource(const uint32_t* records, size_t count, uint32_t n) : p_(records), left_(count), n_(n) {
+    ids_.resize(n);
   }
   bool Next() override {
-    if (i_ >= slots_.size()) return false;
-    std::memcpy(ids_.data(), c_.IdsAt(slots_[i_]), c_.order() * 4);
-    count_ = c_.CountAt(slots_[i_]);
-    ++i_;
+    if (left_ == 0) return false;
+    std::memcpy(ids_.data(), p_, n_ * 4);
+    std::memcpy(&count_, p_ + n_, 8);
+    p_ += n_ + 2;
+    --left_;
     return true;
   }
 
  private:
-  const NgramCounter& c_;
-  std::vector<uint32_t> slots_;
-  size_t i_ = 0;
+  const uint32_t* p_;
+  size_t left_;
+  uint32_t n_;
 };
 
-void KWayMerge(std::vector<std::unique_ptr<Source>>& sources, uint32_t n, const RecordSink& sink) {
+// Calls on_consumed(k) after every k input records (k = kMergeProgressEvery) and once at the end.
+constexpr uint64_t kMergeProgressEvery = 1 << 20;
+
+void KWayMerge(std::vector<std::unique_ptr<Source>>& sources, uint32_t n, const RecordSink& sink,
+               const std::function<void(uint64_t)>& on_consumed = {}) {
+  uint64_t consumed = 0;
   auto greater = [&](size_t a, size_t b) {
     return CompareIds(sources[a]->ids(), sources[b]->ids(), n) > 0;
   };
@@ -266,29 +261,61 @@ void KWayMerge(std::vector<std::unique_ptr<Source>>& sources, uint32_t n, const 
     std::memcpy(cur.data(), sources[i]->ids(), n * 4);
     uint64_t total = sources[i]->count();
     if (sources[i]->Next()) heap.push(i);
+    ++consumed;
     while (!heap.empty() && CompareIds(sources[heap.top()]->ids(), cur.data(), n) == 0) {
       size_t j = heap.top();
       heap.pop();
       total += sources[j]->count();
       if (sources[j]->Next()) heap.push(j);
+      ++consumed;
     }
     sink(cur.data(), total);
+    if (consumed >= kMergeProgressEvery && on_consumed) {
+      on_consumed(consumed);
+      consumed = 0;
+    }
   }
+  if (consumed && on_consumed) on_consumed(consumed);
 }
 
 }  // namespace
 
+uint64_t ExactCounter::records() const {
+  uint64_t r = spilled_records_;
+  for (const auto& t : threads_)
+    for (const auto& c : t->counters) r += c.size();
+  return r;
+}
+
 void ExactCounter::Merge(const std::function<void(uint32_t order)>& begin_order,
-                         const RecordSink& sink) {
+                         const RecordSink& sink,
+                         const std::function<void(uint64_t done, uint64_t total)>& progress) {
+  const uint64_t total = records();
+  uint64_t done = 0;
+  auto on_consumed = [&](uint64_t k) {
+    done += k;
+    if (progress) progress(done, total);
+  };
+  // Every in-memory counter sorts its records in place, all at once in parallel.
+  const size_t orders = spec_.max_order - hash::kMinOrder + 1;
+  const int64_t counters = static_cast<int64_t>(threads_.size() * orders);
+  std::vector<const uint32_t*> sorted(counters, nullptr);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(static_cast <int>(threads_.size()))
+  for (int64_t i = 0; i < counters; ++i) {
+    NgramCounter& c = threads_[i / orders]->counters[i % orders];
+    if (c.size()) sorted[i] = c.SortRecords();
+  }
   for (uint32_t n = hash::kMinOrder; n <= spec_.max_order; ++n) {
     begin_order(n);
     std::vector<std::unique_ptr<Source>> sources;
     for (const auto& [order, path] : runs_)
       if (order == n) sources.push_back(std::make_unique<RunSource>(path, n));
-    for (const auto& t : threads_)
-      if (t->counters[n - hash::kMinOrder].size())
-        sources.push_back(std::make_unique<MemSource>(t->counters[n - hash::kMinOrder]));
-    KWayMerge(sources, n, sink);
+    for (size_t t = 0; t < threads_.size(); ++t)
+      if (sorted[t * orders + (n - hash::kMinOrder)])
+        sources.push_back(
+            std::make_unique<MemSource>(sorted[t * orders + (n - hash::kMinOrder)],
+                                        threads_[t]->counters[n - hash::kMinOrder].size(), n));
+    KWayMerge(sources, n, sink, on_consumed);
   }
 }
 
@@ -327,27 +354,44 @@ void ExactCounter::WriteMerged(ZstdWriter& w) {
   end_order();
 }
 
+// Records the assigner buffers before applying them in parallel.
+constexpr size_t kAssignChunk = size_t{1} << 20;
+// Records whose rows are computed and prefetched ahead of their updates.
+constexpr size_t kAssignBatch = 16;
+
 OwnerAssigner::OwnerAssigner(const Layout& layout, OwnerArrays* arrays, int threads)
-    : l_(layout), oa_(arrays), threads_(threads) {}
+    : l_(layout), oa_(arrays), threads_(threads) {
+  counts_.resize(kAssignChunk);
+  tags_.resize(kAssignChunk);
+}
 
 void OwnerAssigner::BeginOrder(uint32_t order) {
   Flush();
   order_ = order;
+  ids_.resize(kAssignChunk * order);
 }
 
 void OwnerAssigner::Add(const uint32_t* ids, uint64_t count) {
-  ids_.insert(ids_.end(), ids, ids + order_);
-  counts_.push_back(count);
+  std::memcpy(&ids_[n_ * order_], ids, order_ * 4);
+  counts_[n_] = count;
   ++distinct_;
-  if (counts_.size() >= (1u << 20)) Flush();
+  if (++n_ == kAssignChunk) Flush();
 }
 
 void OwnerAssigner::Flush() {
-  if (counts_.empty()) return;
+  if (n_ == 0) return;
   const hash::AddressSpec& s = l_.spec;
   const uint32_t n = order_;
+  const int64_t m = static_cast<int64_t>(n_);
+  const uint32_t* ids = ids_.data();
+  const uint64_t* counts = counts_.data();
+  uint32_t* tags = tags_.data();
+  // Owner tags do not depend on the sub-table: once per record, not once per head.
+#pragma omp parallel for schedule(static) num_threads(threads_)
+  for (int64_t k = 0; k < m; ++k) tags[k] = hash::OwnerTag(ids + k * n, n, l_.owner_tag_seed);
+  // One job per sub-table of this order: rows of different jobs never meet, and within a job
+  // records apply in merge order, so the result does not depend on the thread count.
   const int64_t jobs = static_cast<int64_t>(s.n_layers() * s.n_heads);
-  const int64_t m = static_cast<int64_t>(counts_.size());
   OwnerArrays* oa = oa_;
   std::exception_ptr error;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
@@ -356,25 +400,35 @@ void OwnerAssigner::Flush() {
       const size_t li = static_cast<size_t>(job) / s.n_heads;
       const uint32_t h = static_cast<uint32_t>(job % s.n_heads);
       const uint64_t base_row = l_.row_offsets[s.SubIndex(li, n, h)];
-      for (int64_t k = 0; k < m; ++k) {
-        const uint32_t* ids = ids_.data() + k * n;
-        const uint64_t row = base_row + hash::BucketOf(s, li, n, h, ids);
-        const uint32_t tag = hash::OwnerTag(ids, n, l_.owner_tag_seed);
-        const uint32_t cc = Sat32(counts_[k]);
-        uint8_t* st = oa->stats ? oa->stats + row * kStatsRowSize : nullptr;
-        uint32_t cur = st ? base::LoadLE<uint32_t>(st) : oa->own[row];
-        uint32_t cur_tag = oa->tags[row];
-        if (cc > cur || (cc == cur && tag < cur_tag) || cur_tag == hash::kNoOwner) {
-          oa->tags[row] = tag;
-          if (st)
-            base::StoreLE<uint32_t>(st, cc);
-          else
-            oa->own[row] = cc;
+      uint64_t rows[kAssignBatch];
+      for (int64_t b = 0; b < m; b += kAssignBatch) {
+        const int64_t e = std::min<int64_t>(m, b + kAssignBatch);
+        // Rows of a batch first, with their cache lines requested, then the updates.
+        for (int64_t k = b; k < e; ++k) {
+          const uint64_t row = base_row + hash::BucketOf(s, li, n, h, ids + k * n);
+          rows[k - b] = row;
+          __builtin_prefetch(oa->tags + row, 1);
+          if (oa->stats) __builtin_prefetch(oa->stats + row * kStatsRowSize, 1);
         }
-        if (st) {
-          base::StoreLE<uint32_t>(st + 4,
-                                  Sat32(uint64_t{base::LoadLE<uint32_t>(st + 4)} + counts_[k]));
-          base::StoreLE<uint32_t>(st + 8, Sat32(uint64_t{base::LoadLE<uint32_t>(st + 8)} + 1));
+        for (int64_t k = b; k < e; ++k) {
+          const uint64_t row = rows[k - b];
+          const uint32_t tag = tags[k];
+          const uint32_t cc = Sat32(counts[k]);
+          uint8_t* st = oa->stats ? oa->stats + row * kStatsRowSize : nullptr;
+          uint32_t cur = st ? base::LoadLE<uint32_t>(st) : oa->own[row];
+          uint32_t cur_tag = oa->tags[row];
+          if (cc > cur || (cc == cur && tag < cur_tag) || cur_tag == hash::kNoOwner) {
+            oa->tags[row] = tag;
+            if (st)
+              base::StoreLE<uint32_t>(st, cc);
+            else
+              oa->own[row] = cc;
+          }
+          if (st) {
+            base::StoreLE<uint32_t>(st + 4,
+                                    Sat32(uint64_t{base::LoadLE<uint32_t>(st + 4)} + counts[k]));
+            base::StoreLE<uint32_t>(st + 8, Sat32(uint64_t{base::LoadLE<uint32_t>(st + 8)} + 1));
+          }
         }
       }
     } catch (...) {
@@ -383,8 +437,7 @@ void OwnerAssigner::Flush() {
     }
   }
   if (error) std::rethrow_exception(error);
-  ids_.clear();
-  counts_.clear();
+  n_ = 0;
 }
 
 SketchOwners::SketchOwners(const Layout& layout, int threads, uint32_t shard_index,

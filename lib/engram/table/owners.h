@@ -42,7 +42,11 @@ class ExactCounter {
   // threads may call concurrently.
   void AddBlock(const TokenBlock& block, int thread);
   // Streams every order's merged records, in order (all of order 2 first, ...), to the sinks.
-  void Merge(const std::function<void(uint32_t order)>& begin_order, const RecordSink& sink);
+  // progress(done, total) is called now and then with input records consumed of records().
+  void Merge(const std::function<void(uint32_t order)>& begin_order, const RecordSink& sink,
+             const std::function<void(uint64_t done, uint64_t total)>& progress = {});
+  // Records the merge reads: spilled ones plus those still in memory.
+  uint64_t records() const;
 
   // Writes every order's merged records to a part stream: records of order 2, a terminator
   // (count 0), records of order 3, a terminator, ...
@@ -61,6 +65,7 @@ class ExactCounter {
   std::vector<std::unique_ptr<ThreadState>> threads_;
   std::vector<std::pair<uint32_t, std::string>> runs_;  // (order, path)
   uint64_t spilled_bytes_ = 0;
+  uint64_t spilled_records_ = 0;
   uint64_t run_seq_ = 0;
   std::mutex* mu_;
 };
@@ -85,8 +90,10 @@ class OwnerAssigner {
   OwnerArrays* oa_;
   int threads_;
   uint32_t order_ = 0;
-  std::vector<uint32_t> ids_;
-  std::vector<uint64_t> counts_;
+  size_t n_ = 0;                  // records buffered
+  std::vector<uint32_t> ids_;     // kChunk records of order_ ids
+  std::vector<uint64_t> counts_;  // kChunk
+  std::vector<uint32_t> tags_;    // kChunk, filled by Flush
   uint64_t distinct_ = 0;
 };
 
