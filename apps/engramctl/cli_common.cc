@@ -6,7 +6,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -63,10 +65,22 @@ std::string Rate(double per_s, std::string_view unit) {
 }
 }  // namespace
 
-// Seconds between progress lines when stderr is not a terminal.
+// Seconds between progress lines when stderr is not a terminal (ENGRAM_PROGRESS_INTERVAL).
 constexpr double kLogProgressSeconds = 60;
 
-StderrReporter::StderrReporter() : tty_(::isatty(STDERR_FILENO) == 1) {}
+StderrReporter::StderrReporter() : tty_(::isatty(STDERR_FILENO) == 1) {
+  log_interval_ = kLogProgressSeconds;
+  if (const char* v = std::getenv("ENGRAM_PROGRESS_INTERVAL")) {
+    char* end = nullptr;
+    double s = std::strtod(v, &end);
+    if (end != v && *end == '\0' && s >= 0 && std::isfinite(s))
+      log_interval_ = s;
+    else
+      std::fprintf(stderr,
+                   "note: ENGRAM_PROGRESS_INTERVAL=%s is not a number of seconds; using %.0f\n", v,
+                   kLogProgressSeconds);
+  }
+}
 
 void StderrReporter::ClearLine() {
   if (line_dirty_) {
@@ -91,18 +105,29 @@ void StderrReporter::Progress(std::string_view phase, uint64_t done, uint64_t to
   if (Globals().quiet || Globals().no_progress) return;
   std::lock_guard<std::mutex> lock(mu_);
   double now = Now();
-  if (phase != phase_) {
-    phase_ = std::string(phase);
-    phase_start_ = now;
-    last_draw_ = tty_ ? 0 : now;
-  }
+  // Phases may interleave (reading tokens while counting them): each keeps its own start, so
+  // its rate and ETA stay true, while drawing is throttled across all of them.
+  auto it = phase_start_.find(phase);
+  if (it == phase_start_.end())
+    it = phase_start_.emplace(std::string(phase), std::make_pair(now, done)).first;
+  if (last_draw_ == 0) last_draw_ = tty_ ? 0.0 : now;
   // A TTY line is redrawn in place; a log (batch jobs, pipes) gets one plain line a minute.
-  if (now - last_draw_ < (tty_ ? 0.1 : kLogProgressSeconds)) return;
+  if (now - last_draw_ < (tty_ ? 0.1 : log_interval_)) return;
   last_draw_ = now;
-  double elapsed = now - phase_start_;
-  double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
+  // The rate counts from the phase's first report (work before it took unknown time).
+  const double elapsed = now - it->second.first;
+  const uint64_t since = done - std::min(done, it->second.second);
+  const double rate = elapsed > 0 ? static_cast<double>(since) / elapsed : 0;
   char buf[256];
-  if (total > 0) {
+  if (rate <= 0) {
+    if (total > 0)
+      std::snprintf(buf, sizeof buf, "%.*s: %5.1f%%", static_cast<int>(phase.size()), phase.data(),
+                    100.0 * static_cast<double>(done) / static_cast<double>(total));
+    else
+      std::snprintf(buf, sizeof buf, "%.*s: %llu %.*s", static_cast<int>(phase.size()),
+                    phase.data(), static_cast<unsigned long long>(done),
+                    static_cast<int>(unit.size()), unit.data());
+  } else if (total > 0) {
     double frac = static_cast<double>(done) / static_cast<double>(total);
     double eta = rate > 0 ? static_cast<double>(total - std::min(done, total)) / rate : 0;
     std::snprintf(buf, sizeof buf, "%.*s: %5.1f%%  %s  ETA %s", static_cast<int>(phase.size()),
@@ -122,10 +147,10 @@ void StderrReporter::Progress(std::string_view phase, uint64_t done, uint64_t to
   std::fflush(stderr);
 }
 
-void StderrReporter::ProgressDone(std::string_view) {
+void StderrReporter::ProgressDone(std::string_view phase) {
   std::lock_guard<std::mutex> lock(mu_);
   ClearLine();
-  phase_.clear();
+  phase_start_.erase(std::string(phase));
   std::fflush(stderr);
 }
 

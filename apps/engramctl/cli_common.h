@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -50,9 +51,10 @@ class StderrReporter : public engram::base::Reporter {
   std::mutex mu_;
   bool tty_;
   bool line_dirty_ = false;
-  std::string phase_;
-  double phase_start_ = 0;
-  double last_draw_ = 0;
+  // Running phases: when and at what count each first reported.
+  std::map<std::string, std::pair<double, uint64_t>, std::less<>> phase_start_;
+  double last_draw_ = 0;     // 0: nothing drawn yet
+  double log_interval_ = 0;  // seconds between lines when stderr is not a TTY
 };
 
 // A subcommand's exit status, set by its callback (main returns it).
