@@ -119,24 +119,20 @@ void StderrReporter::Progress(std::string_view phase, uint64_t done, uint64_t to
   const uint64_t since = done - std::min(done, it->second.second);
   const double rate = elapsed > 0 ? static_cast<double>(since) / elapsed : 0;
   char buf[256];
-  if (rate <= 0) {
+  int len = total > 0
+                ? std::snprintf(buf, sizeof buf, "%.*s: %5.1f%%", static_cast<int>(phase.size()),
+                                phase.data(),
+                                100.0 * static_cast<double>(done) / static_cast<double>(total))
+                : std::snprintf(buf, sizeof buf, "%.*s: %llu %.*s", static_cast<int>(phase.size()),
+                                phase.data(), static_cast<unsigned long long>(done),
+                                static_cast<int>(unit.size()), unit.data());
+  // Until a rate is known the line has no rate and no ETA.
+  if (rate > 0 && len > 0 && static_cast<size_t>(len) < sizeof buf) {
+    std::string tail = "  " + Rate(rate, unit);
     if (total > 0)
-      std::snprintf(buf, sizeof buf, "%.*s: %5.1f%%", static_cast<int>(phase.size()), phase.data(),
-                    100.0 * static_cast<double>(done) / static_cast<double>(total));
-    else
-      std::snprintf(buf, sizeof buf, "%.*s: %llu %.*s", static_cast<int>(phase.size()),
-                    phase.data(), static_cast<unsigned long long>(done),
-                    static_cast<int>(unit.size()), unit.data());
-  } else if (total > 0) {
-    double frac = static_cast<double>(done) / static_cast<double>(total);
-    double eta = rate > 0 ? static_cast<double>(total - std::min(done, total)) / rate : 0;
-    std::snprintf(buf, sizeof buf, "%.*s: %5.1f%%  %s  ETA %s", static_cast<int>(phase.size()),
-                  phase.data(), 100.0 * frac, Rate(rate, unit).c_str(),
-                  engram::base::FormatSeconds(eta).c_str());
-  } else {
-    std::snprintf(buf, sizeof buf, "%.*s: %llu %.*s  %s", static_cast<int>(phase.size()),
-                  phase.data(), static_cast<unsigned long long>(done),
-                  static_cast<int>(unit.size()), unit.data(), Rate(rate, unit).c_str());
+      tail += "  ETA " + engram::base::FormatSeconds(
+                             static_cast<double>(total - std::min(done, total)) / rate);
+    std::snprintf(buf + len, sizeof buf - static_cast<size_t>(len), "%s", tail.c_str());
   }
   if (tty_) {
     std::fprintf(stderr, "\r\033[K%s", buf);

@@ -184,11 +184,11 @@ std::string InspectInfo::ToText() const {
       for (uint64_t v : h) mx = std::max(mx, v);
       for (size_t i = 0; i < h.size(); ++i) {
         if (h[i] == 0) continue;
-        std::string label = i == 16 ? ">=16" : std::to_string(i);
+        std::string label = std::to_string(i);
         if (log2 && i >= 2)
           label = std::to_string(1ull << (i - 1)) + "-" + std::to_string((1ull << i) - 1);
-        else if (log2)
-          label = std::to_string(i);
+        else if (!log2 && i == 16)
+          label = ">=16";
         const size_t width = log2 ? 14 : 5;
         os << "    " << label << std::string(label.size() < width ? width - label.size() : 1, ' ')
            << std::string(

@@ -2,8 +2,7 @@
 #include "engram/table/ngram_counter.h"
 
 #include <algorithm>
-
-#include "engram/hash/addressing.h"
+#include <iterator>
 
 namespace engram::table {
 
@@ -68,8 +67,6 @@ void NgramCounter::Insert(const uint32_t* ids, uint64_t hash, uint64_t count) {
   std::memcpy(s + n_, &c, 8);
 }
 
-void NgramCounter::Add(const uint32_t* ids, uint64_t count) { Insert(ids, Mix(ids, n_), count); }
-
 void NgramCounter::Push(const uint32_t* ids) {
   const uint64_t h = Mix(ids, n_);
   const uint32_t* slot = &slots_[(h & mask_) * stride_];
@@ -125,30 +122,12 @@ const uint32_t* NgramCounter::SortRecords() {
       std::memmove(&slots_[out * stride_], &slots_[k * stride_], stride_ * sizeof(uint32_t));
     ++out;
   }
-  static_assert(hash::kMaxOrder == 8, "SortRecords instantiates orders 2..8");
-  switch (n_) {
-    case 2:
-      SortAs<2>(slots_.data(), out);
-      break;
-    case 3:
-      SortAs<3>(slots_.data(), out);
-      break;
-    case 4:
-      SortAs<4>(slots_.data(), out);
-      break;
-    case 5:
-      SortAs<5>(slots_.data(), out);
-      break;
-    case 6:
-      SortAs<6>(slots_.data(), out);
-      break;
-    case 7:
-      SortAs<7>(slots_.data(), out);
-      break;
-    case 8:
-      SortAs<8>(slots_.data(), out);
-      break;
-  }
+  // One sort per order, indexed by n (orders 2..8).
+  static constexpr void (*kSort[])(uint32_t*, size_t) = {nullptr,   nullptr,   SortAs<2>,
+                                                         SortAs<3>, SortAs<4>, SortAs<5>,
+                                                         SortAs<6>, SortAs<7>, SortAs<8>};
+  static_assert(std::size(kSort) == hash::kMaxOrder + 1);
+  kSort[n_](slots_.data(), out);
   return slots_.data();
 }
 

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "engram/hash/addressing.h"
+
 namespace engram::table {
 
 class NgramCounter {
@@ -24,21 +26,12 @@ class NgramCounter {
   // Bytes one distinct n-gram costs at the maximum load factor (for budgets and estimates).
   static size_t BytesPerEntry(uint32_t order) noexcept { return (order + 2) * 4 * 10 / 7 + 1; }
 
-  // Adds `count` occurrences of the n-gram ids[0..n).
-  void Add(const uint32_t* ids, uint64_t count = 1);
-  // Adds one occurrence later: the n-gram's slot is prefetched now and it is counted after up to
-  // kLookahead further pushes (or at Drain), so cache misses overlap. size() and the slots do not
-  // show pending n-grams until then.
+  // Adds one occurrence of the n-gram ids[0..n), later: the n-gram's slot is prefetched now and it
+  // is counted after up to kLookahead further pushes (or at Drain), so cache misses overlap. size()
+  // and the slots do not show pending n-grams until then.
   void Push(const uint32_t* ids);
   void Drain();
   static constexpr size_t kLookahead = 16;
-  // Slot access for iteration (possibly parallel): occupied slots have count > 0.
-  uint64_t CountAt(size_t slot) const noexcept {
-    uint64_t c;
-    std::memcpy(&c, &slots_[slot * stride_ + n_], 8);
-    return c;
-  }
-  const uint32_t* IdsAt(size_t slot) const noexcept { return &slots_[slot * stride_]; }
   // Empties the counter but keeps its capacity (the next fill needs no growth).
   void Clear();
   // Moves the size() records to the front of the slots, sorted by their ids in numeric
@@ -47,6 +40,12 @@ class NgramCounter {
   const uint32_t* SortRecords();
 
  private:
+  // Occupied slots have count > 0.
+  uint64_t CountAt(size_t slot) const noexcept {
+    uint64_t c;
+    std::memcpy(&c, &slots_[slot * stride_ + n_], 8);
+    return c;
+  }
   void Grow();
   void Insert(const uint32_t* ids, uint64_t hash, uint64_t count);
   size_t Probe(const uint32_t* ids, uint64_t hash) const noexcept;
@@ -56,7 +55,7 @@ class NgramCounter {
   size_t size_ = 0;
   std::vector<uint32_t> slots_;
   // Pushed n-grams not yet counted: a ring of kLookahead (ids, hash).
-  uint32_t pending_ids_[kLookahead][8];
+  uint32_t pending_ids_[kLookahead][hash::kMaxOrder];
   uint64_t pending_hash_[kLookahead];
   size_t pending_head_ = 0, pending_ = 0;
 };
