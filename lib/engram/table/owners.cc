@@ -298,11 +298,15 @@ void ExactCounter::Merge(const std::function<void(uint32_t order)>& begin_order,
   };
   // Every in-memory counter sorts its records in place, all at once in parallel.
   const size_t orders = spec_.max_order - hash::kMinOrder + 1;
+  // Counter i is thread i / orders's counter of order kMinOrder + i % orders.
+  auto CounterAt = [&](size_t i) -> NgramCounter& {
+    return threads_[i / orders]->counters[i % orders];
+  };
   const int64_t counters = static_cast<int64_t>(threads_.size() * orders);
   std::vector<const uint32_t*> sorted(counters, nullptr);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(static_cast <int>(threads_.size()))
   for (int64_t i = 0; i < counters; ++i) {
-    NgramCounter& c = threads_[i / orders]->counters[i % orders];
+    NgramCounter& c = CounterAt(static_cast<size_t>(i));
     if (c.size()) sorted[i] = c.SortRecords();
   }
   for (uint32_t n = hash::kMinOrder; n <= spec_.max_order; ++n) {
@@ -310,11 +314,11 @@ void ExactCounter::Merge(const std::function<void(uint32_t order)>& begin_order,
     std::vector<std::unique_ptr<Source>> sources;
     for (const auto& [order, path] : runs_)
       if (order == n) sources.push_back(std::make_unique<RunSource>(path, n));
-    for (size_t t = 0; t < threads_.size(); ++t)
-      if (sorted[t * orders + (n - hash::kMinOrder)])
-        sources.push_back(
-            std::make_unique<MemSource>(sorted[t * orders + (n - hash::kMinOrder)],
-                                        threads_[t]->counters[n - hash::kMinOrder].size(), n));
+    for (size_t t = 0; t < threads_.size(); ++t) {
+      const size_t i = t * orders + (n - hash::kMinOrder);
+      if (sorted[i])
+        sources.push_back(std::make_unique<MemSource>(sorted[i], CounterAt(i).size(), n));
+    }
     KWayMerge(sources, n, sink, on_consumed);
   }
 }

@@ -43,6 +43,7 @@ class ExactCounter {
   void AddBlock(const TokenBlock& block, int thread);
   // Streams every order's merged records, in order (all of order 2 first, ...), to the sinks.
   // progress(done, total) is called now and then with input records consumed of records().
+  // Call Merge (or WriteMerged) once: it sorts the in-memory counters in place.
   void Merge(const std::function<void(uint32_t order)>& begin_order, const RecordSink& sink,
              const std::function<void(uint64_t done, uint64_t total)>& progress = {});
   // Records the merge reads: spilled ones plus those still in memory.
