@@ -4,7 +4,8 @@
 #   - every committed entry is present (batches whose append exited 0, and killed batches that
 #     made it into the journal, which must be all-or-nothing), last writer wins per row;
 #   - `engramctl verify` passes;
-#   - an uncommitted tail left by a kill is ignored and overwritten by the next append.
+#   - an uncommitted tail left by a kill is ignored and overwritten by the next append;
+#   - a kill between the journal's fsync and the commit slot update (§5.6) loses nothing.
 #   scripts/crash_test.sh [TRIALS] [WORKDIR]      (ctest runs a few trials; the full run is 300)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,10 +36,13 @@ with open(path, "w") as f:
         f.write(json.dumps({"canonical_ids": [k + 2, i + 2], "value": v, "note": f"batch {k}"}) + "\n")
 PY
     delay=$(printf '0.%03d' $((RANDOM % 40)))
-    # One trial in four crashes at an injected point (a torn journal write, or after the write
-    # and before fsync) instead of at a random time, so that those windows are always covered.
+    # Three trials in eight crash at an injected point (a torn journal write, after the write and
+    # before fsync, or after the fsync and before the commit slot is updated) instead of at a
+    # random time, so that those windows are always covered.
     crash_at=
-    case $((RANDOM % 8)) in 0) crash_at=append-torn ;; 1) crash_at=append-before-fsync ;; esac
+    case $((RANDOM % 8)) in
+      0) crash_at=append-torn ;; 1) crash_at=append-before-fsync ;; 2) crash_at=append-before-slot ;;
+    esac
     set +e
     { ENGRAM_CRASH_AT=$crash_at timeout --foreground -s KILL "$delay" "$E" append "$T" --entries "$work/batch_$k.jsonl" \
       > "$work/append.log" 2>&1; } 2>/dev/null

@@ -6,7 +6,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 E=$(realpath "${1:-$root/build/bin/engramctl}")
-out="$root/tests/golden/v3"
+out="$root/tests/golden/v3.1"  # the current format version (tests/golden/v3 holds v3.0 files)
 mkdir -p "$out"
 cd "$out"
 export SOURCE_DATE_EPOCH=1767225600   # 2026-01-01, so headers and provenance are reproducible
@@ -30,6 +30,12 @@ $E -q build --corpus corpus.txt --tokenizer ../../data/tiny_tokenizer.json --lay
   --buckets 16 --row-dim 16 --dtype bf16 --pad-id 285 --init normal --seed 3 -o canon_bf16.engram
 $E -q build --tokens corpus.u32 --vocab-size 64 --layers 0 --order 4 --heads 1 --buckets 8 --row-dim 8 \
   --dtype f16 --no-stats --init normal --seed 4 -o nostats_f16.engram
+# A committed append, so the journal and the commit slots (§5.6) are covered too.
+/usr/bin/python3 -c "
+import json
+for i in range(3): print(json.dumps({'canonical_ids': [5, 6 + i], 'value': [0.5 + i] * 32}))" > entries.jsonl
+$E -q append native_f32.engram --entries entries.jsonl >/dev/null
+rm entries.jsonl
 for t in *.engram; do
   $E inspect "$t" --stats --json > "${t%.engram}.inspect.json"
 done

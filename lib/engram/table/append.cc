@@ -517,8 +517,9 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   const uint64_t seed = view->reader().header().header_checksum;
   for (size_t i = 0; i < records.size(); ++i)
     AppendEntryRecord(&buf, js.next_seq + i, seed, records[i], now, &sums[i]);
+  uint64_t commit_sum = 0;
   AppendCommitRecord(&buf, js.next_seq + records.size(), seed, js.next_seq, records.size(),
-                     base::UnixNow(), hash::Checksum64(sums.data(), sums.size() * 8));
+                     base::UnixNow(), hash::Checksum64(sums.data(), sums.size() * 8), &commit_sum);
   res.records = records.size();
   res.bytes = buf.size();
   res.tail_truncated = js.tail_bytes();
@@ -542,6 +543,11 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   base::PwriteFull(lock->fd(), buf.data(), buf.size(), js.committed_end, o.table);
   base::CrashPoint("append-before-fsync");
   base::Fsync(lock->fd(), o.table);
+  // The batch is committed; record it outside the journal (§5.6) so that a copy cut short
+  // before this commit is told from a crash.
+  base::CrashPoint("append-before-slot");
+  WriteCommitSlot(lock->fd(), o.table, view->reader().header(), js, js.committed_end + buf.size(),
+                  records.size(), commit_sum);
   res.seconds = sw.Seconds();
   return res;
 }

@@ -84,6 +84,29 @@ uint64_t EncodeHeader(const Header& h, uint8_t* o) {
   return sum;
 }
 
+// Slot bytes: magic, n_commits, committed_end, n_entries, last_commit_checksum, 16 reserved
+// (zero), XXH3(bytes [0, 56), seed) (§5.6).
+void EncodeCommitSlot(const CommitSlot& s, uint64_t seed, uint8_t* o) {
+  std::memset(o, 0, kCommitSlotSize);
+  StoreLE<uint64_t>(o + 0, kCommitSlotMagic);
+  StoreLE<uint64_t>(o + 8, s.n_commits);
+  StoreLE<uint64_t>(o + 16, s.committed_end);
+  StoreLE<uint64_t>(o + 24, s.n_entries);
+  StoreLE<uint64_t>(o + 32, s.last_commit_checksum);
+  StoreLE<uint64_t>(o + 56, hash::Checksum64Seeded(o, 56, seed));
+}
+
+bool DecodeCommitSlot(const uint8_t* in, uint64_t seed, CommitSlot* s) {
+  if (LoadLE<uint64_t>(in) != kCommitSlotMagic) return false;
+  if (LoadLE<uint64_t>(in + 56) != hash::Checksum64Seeded(in, 56, seed)) return false;
+  if (LoadLE<uint64_t>(in + 40) != 0 || LoadLE<uint64_t>(in + 48) != 0) return false;
+  s->n_commits = LoadLE<uint64_t>(in + 8);
+  s->committed_end = LoadLE<uint64_t>(in + 16);
+  s->n_entries = LoadLE<uint64_t>(in + 24);
+  s->last_commit_checksum = LoadLE<uint64_t>(in + 32);
+  return true;
+}
+
 Header DecodeHeader(const uint8_t* in) {
   Header h;
   h.version_major = LoadLE<uint16_t>(in + off::kVersionMajor);

@@ -14,7 +14,7 @@ namespace engram::table {
 // §2.1
 inline constexpr std::array<uint8_t, 8> kMagic = {0x89, 'E', 'N', 'G', 'R', 'A', 'M', '\n'};
 inline constexpr uint16_t kVersionMajor = 3;
-inline constexpr uint16_t kVersionMinor = 0;
+inline constexpr uint16_t kVersionMinor = 1;  // 3.1: commit slots (§5.6)
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kSectionAlign = 64;   // required by readers
 inline constexpr uint32_t kWriterAlign = 4096;  // used by writers (page-aligned row data)
@@ -60,10 +60,29 @@ inline constexpr size_t kSectionEntrySize = 32;
 inline constexpr size_t kReservedB = kSectionTable + kMaxSections * kSectionEntrySize;  // 1280
 }  // namespace off
 
-// Optional flag bits (§2.1). No required flags exist in v3.0.
+// Optional flag bits (§2.1). No required flags exist in v3.x.
 inline constexpr uint64_t kKnownRequiredFlags = 0;
 inline constexpr uint64_t kOptHasStats = 1ull << 0;
 inline constexpr uint64_t kOptSketchOwners = 1ull << 1;
+inline constexpr uint64_t kOptCommitSlots = 1ull << 2;  // v3.1, §5.6
+
+// §5.6 commit slots: two checksummed records of the committed journal length, in a page of the
+// base that no section covers, rewritten (alternately) after each append's fsync.
+inline constexpr uint64_t kCommitSlotsOffset = 4096;
+inline constexpr uint64_t kCommitSlotsBytes = 4096;  // sections start after this page
+inline constexpr size_t kCommitSlotSize = 64;
+inline constexpr uint64_t kCommitSlotMagic = 0x544F4C53434E4745ull;  // "EGNCSLOT"
+
+struct CommitSlot {
+  uint64_t n_commits = 0;             // commit records in the journal when written
+  uint64_t committed_end = 0;         // absolute offset just past the last commit record
+  uint64_t n_entries = 0;             // committed entry records
+  uint64_t last_commit_checksum = 0;  // checksum field of the last commit record
+};
+// Encodes slot into kCommitSlotSize bytes, checksummed with `seed` (the base's header checksum).
+void EncodeCommitSlot(const CommitSlot& slot, uint64_t seed, uint8_t* out);
+// Decodes a slot; false when its magic or checksum is wrong (never written, or torn).
+bool DecodeCommitSlot(const uint8_t* in, uint64_t seed, CommitSlot* slot);
 
 // §3
 enum class SectionType : uint32_t {

@@ -64,6 +64,7 @@ InspectInfo Inspect(const std::string& path, const InspectOptions& opts) {
   {
     base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
     JournalState js = ReadJournal(fd.get(), path, h, l, r->file_length());
+    RequireIntact(js, path);  // `verify` reports the damage; inspect must not hide it
     in.journal_entries = js.committed.size();
     in.journal_commits = js.n_commits;
     in.journal_bytes = js.committed_end - js.start;

@@ -71,13 +71,13 @@ void AppendEntryRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t s
 
 void AppendCommitRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t seed,
                         uint64_t first_seq, uint64_t n_entries, uint64_t created_unix,
-                        uint64_t entries_digest) {
+                        uint64_t entries_digest, uint64_t* checksum_out) {
   base::ByteWriter w;
   w.Put<uint64_t>(first_seq);
   w.Put<uint64_t>(n_entries);
   w.Put<uint64_t>(created_unix);
   w.Put<uint64_t>(entries_digest);
-  AppendRecord(out, kRecordCommit, seq, seed, w.bytes(), nullptr);
+  AppendRecord(out, kRecordCommit, seq, seed, w.bytes(), checksum_out);
 }
 
 JournalState ReadJournal(int fd, const std::string& path, const Header& h, const Layout& l,
@@ -92,7 +92,13 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
   uint64_t pos = h.file_size;
   uint64_t seq = 0;
   std::vector<uint8_t> buf;
-  auto stop = [&](std::string why) { st.tail_reason = std::move(why); };
+  // A record that fails its checksum or is cut short may be a torn write (§5.4); a record whose
+  // checksum holds but whose content is impossible was never written by append: damage.
+  bool content_damage = false;
+  auto stop = [&](std::string why, bool damaged = false) {
+    st.tail_reason = std::move(why);
+    content_damage = damaged;
+  };
   while (pos < file_length) {
     if (file_length - pos < kRecordHeaderSize) {
       stop("a torn record header at offset " + std::to_string(pos));
@@ -110,11 +116,6 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
       stop("no valid record at offset " + std::to_string(pos));
       break;
     }
-    if (rseq != seq) {
-      stop("record at offset " + std::to_string(pos) + " has seq " + std::to_string(rseq) +
-           ", expected " + std::to_string(seq));
-      break;
-    }
     uint64_t padded = base::AlignUp(psize, 8);
     if (file_length - pos - kRecordHeaderSize < padded) {
       stop("a torn record at offset " + std::to_string(pos));
@@ -128,10 +129,16 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
       stop("record at offset " + std::to_string(pos) + " fails its checksum");
       break;
     }
+    if (rseq != seq) {
+      stop("record at offset " + std::to_string(pos) + " has seq " + std::to_string(rseq) +
+               ", expected " + std::to_string(seq),
+           true);
+      break;
+    }
     bool pad_ok = true;
     for (uint64_t k = psize; k < padded; ++k) pad_ok = pad_ok && buf[kRecordHeaderSize + k] == 0;
     if (!pad_ok) {
-      stop("record at offset " + std::to_string(pos) + " has non-zero padding");
+      stop("record at offset " + std::to_string(pos) + " has non-zero padding", true);
       break;
     }
     const uint8_t* p = buf.data() + kRecordHeaderSize;
@@ -164,7 +171,9 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
         }
       }
       if (!ok) {
-        stop("entry record at offset " + std::to_string(pos) + " does not fit this table's layout");
+        stop("entry record at offset " + std::to_string(pos) +
+                 " does not fit this table's layout (layer, order, head, bucket or ids)",
+             true);
         break;
       }
       pending.push_back(std::move(e));
@@ -181,7 +190,8 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
       }
       if (!ok) {
         stop("commit record at offset " + std::to_string(pos) +
-             " does not match the entries before it");
+                 " does not match the entries before it",
+             true);
         break;
       }
       for (auto& e : pending) {
@@ -192,6 +202,7 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
       pending_sums.clear();
       st.n_commits++;
       st.committed_end = pos + kRecordHeaderSize + padded;
+      st.last_commit_checksum = sum;
       st.next_seq = seq + 1;
     }
     pos += kRecordHeaderSize + padded;
@@ -199,7 +210,72 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
   }
   if (st.tail_reason.empty() && st.committed_end < file_length)
     st.tail_reason = std::to_string(pending.size()) + " entry record(s) without a commit record";
+
+  // Commit slots (§5.6): what the last completed append recorded, outside the journal.
+  st.has_slots = (h.optional_flags & kOptCommitSlots) != 0;
+  if (st.has_slots) {
+    uint8_t sb[2 * kCommitSlotSize];
+    base::PreadFull(fd, sb, sizeof sb, kCommitSlotsOffset, path);
+    for (int i = 0; i < 2; ++i) {
+      CommitSlot s;
+      if (DecodeCommitSlot(sb + i * kCommitSlotSize, seed, &s) &&
+          (!st.slot_valid || s.n_commits > st.slot.n_commits)) {
+        st.slot = s;
+        st.slot_valid = true;
+      }
+    }
+  }
+  const std::string restore = "; restore the table from a copy";
+  if (st.slot_valid && file_length < st.slot.committed_end) {
+    st.damage_offset = file_length;
+    st.damage = "the file is incomplete: it has " + std::to_string(file_length) +
+                " bytes, but its commit slot records " + std::to_string(st.slot.n_commits) +
+                " committed batch(es) ending at offset " + std::to_string(st.slot.committed_end) +
+                " (an interrupted copy?); copy the table again from its source";
+  } else if (st.slot_valid &&
+             (st.n_commits < st.slot.n_commits || st.committed_end < st.slot.committed_end)) {
+    st.damage_offset = st.committed_end;
+    st.damage = "the journal is damaged at offset " + std::to_string(st.committed_end) + " (" +
+                st.tail_reason + "): its commit slot records " + std::to_string(st.slot.n_commits) +
+                " committed batch(es) ending at offset " + std::to_string(st.slot.committed_end) +
+                ", only " + std::to_string(st.n_commits) + " are readable" + restore;
+  } else if (st.committed_end < file_length) {
+    auto stranded = FindStrandedCommits(fd, path, h, st.committed_end, file_length);
+    if (!stranded.empty()) {
+      st.damage_offset = st.committed_end;
+      st.damage = "the journal is damaged at offset " + std::to_string(st.committed_end) + " (" +
+                  st.tail_reason + "): " + std::to_string(stranded.size()) +
+                  " committed batch(es) after it, from offset " + std::to_string(stranded.front()) +
+                  ", are unreadable" + restore;
+    } else if (content_damage) {
+      st.damage_offset = st.committed_end;
+      st.damage = "the journal is damaged at offset " + std::to_string(st.committed_end) + " (" +
+                  st.tail_reason +
+                  "): its checksum holds, so this is not a torn write but damaged or forged "
+                  "data" +
+                  restore;
+    }
+  }
   return st;
+}
+
+void RequireIntact(const JournalState& js, const std::string& path) {
+  ENGRAM_CHECK(js.damage.empty(), Code::kCorrupt, path << ": " << js.damage);
+}
+
+void WriteCommitSlot(int fd, const std::string& path, const Header& h, const JournalState& before,
+                     uint64_t committed_end, uint64_t n_new_entries, uint64_t commit_checksum) {
+  if (!(h.optional_flags & kOptCommitSlots)) return;
+  CommitSlot s;
+  s.n_commits = before.n_commits + 1;
+  s.committed_end = committed_end;
+  s.n_entries = before.committed.size() + n_new_entries;
+  s.last_commit_checksum = commit_checksum;
+  uint8_t b[kCommitSlotSize];
+  EncodeCommitSlot(s, h.header_checksum, b);
+  // Alternate by commit count, so the slot holding the previous state survives a torn write.
+  base::PwriteFull(fd, b, sizeof b, kCommitSlotsOffset + (s.n_commits % 2) * kCommitSlotSize, path);
+  base::Fsync(fd, path);
 }
 
 std::vector<uint64_t> FindStrandedCommits(int fd, const std::string& path, const Header& h,

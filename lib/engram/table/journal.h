@@ -34,14 +34,27 @@ struct JournalState {
   uint64_t next_seq = 0;                // seq for the next record appended
   uint64_t n_commits = 0;
   uint64_t tail_bytes() const noexcept { return file_end - committed_end; }
-  std::string tail_reason;  // why the scan stopped before file_end (empty if it didn't)
+  std::string tail_reason;            // why the scan stopped before file_end (empty if it didn't)
+  uint64_t last_commit_checksum = 0;  // checksum field of the last valid commit record
+  // Commit slots (§5.6, v3.1 tables): the newest valid slot, if any.
+  bool has_slots = false;
+  bool slot_valid = false;
+  CommitSlot slot;
+  // Non-empty when committed data is unreadable or missing (§5.4): a damaged record with
+  // committed batches after it, a record whose checksum holds but whose content cannot be
+  // (forged or mis-written), or a file shorter than its commit slot says (an incomplete copy).
+  // Only a torn tail with nothing committed after it is not damage. Every command refuses such
+  // a table (RequireIntact); verify reports it.
+  std::string damage;
+  uint64_t damage_offset = 0;
   // Row -> index into `committed` of the last entry writing it.
   std::unordered_map<uint64_t, uint32_t> overlay;
   bool empty() const noexcept { return committed.empty(); }
 };
 
 // Scans the journal of an open table file (fd, the validated header and layout). Never throws
-// for damaged records (they end the committed prefix); throws kIo on read errors.
+// for damaged records (they end the committed prefix and set `damage` unless they are a torn
+// tail); throws kIo on read errors.
 JournalState ReadJournal(int fd, const std::string& path, const Header& header,
                          const Layout& layout, uint64_t file_length);
 
@@ -51,11 +64,20 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& header,
 std::vector<uint64_t> FindStrandedCommits(int fd, const std::string& path, const Header& header,
                                           uint64_t from, uint64_t file_length);
 
+// Throws kCorrupt with js.damage (the message verify reports) when committed data is damaged.
+void RequireIntact(const JournalState& js, const std::string& path);
+
+// Records a new commit in the table's commit slots (§5.6) after the journal was fsynced: writes
+// the slot not holding the newest state, then fsyncs. No-op for a table without slots.
+void WriteCommitSlot(int fd, const std::string& path, const Header& header,
+                     const JournalState& before, uint64_t committed_end, uint64_t n_new_entries,
+                     uint64_t commit_checksum);
+
 // Record encoders (append). `seed` is the base's header checksum.
 void AppendEntryRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t seed,
                        const JournalEntry& e, const Layout& layout, uint64_t* checksum_out);
 void AppendCommitRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t seed,
                         uint64_t first_seq, uint64_t n_entries, uint64_t created_unix,
-                        uint64_t entries_digest);
+                        uint64_t entries_digest, uint64_t* checksum_out = nullptr);
 
 }  // namespace engram::table

@@ -115,6 +115,12 @@ Header ReadValidatedHeader(int fd, const std::string& path, uint64_t len) {
       ENGRAM_CHECK(e.offset >= kHeaderSize && e.offset % kSectionAlign == 0, Code::kCorrupt,
                    path << ": section " << SectionName(e.type) << " offset " << e.offset
                         << " is inside the header or not 64-byte aligned");
+      ENGRAM_CHECK(!(h.optional_flags & kOptCommitSlots) ||
+                       e.offset >= kCommitSlotsOffset + kCommitSlotsBytes,
+                   Code::kCorrupt,
+                   path << ": section " << SectionName(e.type) << " offset " << e.offset
+                        << " overlaps the commit slot page [" << kCommitSlotsOffset << ", "
+                        << kCommitSlotsOffset + kCommitSlotsBytes << ")");
       ENGRAM_CHECK(base::RangeWithin(e.offset, e.size, h.file_size), Code::kCorrupt,
                    path << ": section " << SectionName(e.type) << " [" << e.offset << ", +"
                         << e.size << ") lies outside the base of " << h.file_size << " bytes");

@@ -119,6 +119,24 @@ void CheckChunks(const Header& h, const uint8_t* data, const std::string& path, 
         return;
       }
   };
+  // The commit slot page (§5.6): each slot is unwritten (all zero) or valid; the rest is zero.
+  if (h.optional_flags & kOptCommitSlots) {
+    ranges.emplace_back(kCommitSlotsOffset, kCommitSlotsBytes);
+    for (uint64_t i = 0; i < 2; ++i) {
+      const uint8_t* slot = data + kCommitSlotsOffset + i * kCommitSlotSize;
+      CommitSlot unused;
+      if (std::all_of(slot, slot + kCommitSlotSize, [](uint8_t b) { return b == 0; }) ||
+          DecodeCommitSlot(slot, h.header_checksum, &unused))
+        continue;
+      Add(rep, kCommitSlotsOffset + i * kCommitSlotSize, kCommitSlotSize, "commit slots",
+          Code::kCorrupt,
+          "commit slot " + std::to_string(i) + " at offset " +
+              std::to_string(kCommitSlotsOffset + i * kCommitSlotSize) +
+              " fails its checksum: the file is damaged there");
+    }
+    check_gap(kCommitSlotsOffset + 2 * kCommitSlotSize, kCommitSlotsOffset + kCommitSlotsBytes);
+  }
+  std::sort(ranges.begin(), ranges.end());
   for (const auto& [off, size] : ranges) {
     if (off > at) check_gap(at, off);
     at = std::max(at, off + size);
@@ -265,19 +283,13 @@ VerifyReport Verify(const std::string& path, const VerifyOptions& o, base::Repor
       rep.notes.push_back("journal: " + std::to_string(js.committed.size()) +
                           " committed entries in " + std::to_string(js.n_commits) +
                           " commits, not yet folded (engramctl sort-buckets folds them)");
-    if (js.tail_bytes() > 0) {
-      auto stranded = FindStrandedCommits(fd.get(), path, h, js.committed_end, len);
-      if (!stranded.empty()) {
-        Add(&rep, js.committed_end, len - js.committed_end, "journal", Code::kCorrupt,
-            "the journal is damaged at offset " + std::to_string(js.committed_end) + " (" +
-                js.tail_reason + "): " + std::to_string(stranded.size()) +
-                " committed batch(es) after it, from offset " + std::to_string(stranded.front()) +
-                ", are unreadable; restore the table from a copy");
-      } else {
-        rep.notes.push_back("journal: an uncommitted tail of " + std::to_string(js.tail_bytes()) +
-                            " bytes (" + js.tail_reason +
-                            ") is ignored and will be overwritten by the next append");
-      }
+    if (!js.damage.empty()) {
+      Add(&rep, js.damage_offset, len - std::min(len, js.damage_offset), "journal", Code::kCorrupt,
+          js.damage);
+    } else if (js.tail_bytes() > 0) {
+      rep.notes.push_back("journal: an uncommitted tail of " + std::to_string(js.tail_bytes()) +
+                          " bytes (" + js.tail_reason +
+                          ") is ignored and will be overwritten by the next append");
     }
     if (o.config) CheckConfig(*reader, o, !js.committed.empty(), &rep);
     uint64_t need = HostMemoryNeeded(len, o.page_cache_margin);

@@ -26,6 +26,7 @@ std::unique_ptr<TableView> TableView::Open(const std::string& path, const ViewOp
   base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
   uint64_t len = base::RegularFileSize(fd.get(), path);
   v->journal_ = ReadJournal(fd.get(), path, v->reader_->header(), v->reader_->layout(), len);
+  RequireIntact(v->journal_, path);
   ENGRAM_CHECK(!opts.deterministic_addressing || v->journal_.committed.empty(), Code::kConfig,
                DeterministicAddressingError(path, v->journal_.committed.size()));
   return v;

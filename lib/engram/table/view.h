@@ -21,7 +21,9 @@ struct ViewOptions {
 
 class TableView {
  public:
-  // Throws as Reader::Open, and kConfig "deterministic addressing requires sorted bucket ids..."
+  // Throws as Reader::Open; kCorrupt when committed journal data is damaged or missing
+  // (RequireIntact: only a torn uncommitted tail is ignored); and kConfig "deterministic
+  // addressing requires sorted bucket ids..."
   static std::unique_ptr<TableView> Open(const std::string& path, const ViewOptions& opts = {});
 
   const Reader& reader() const noexcept { return *reader_; }

@@ -63,7 +63,7 @@ SizePlan PlanSizes(const Layout& l, const WriterOptions& o, uint64_t provenance_
                       chunks(p.scales_bytes) + chunks(p.tags_bytes) + chunks(p.stats_bytes) +
                       chunks(provenance_bytes);
   p.sums_bytes = n_chunks * 8;
-  uint64_t at = kHeaderSize;
+  uint64_t at = kHeaderSize + kCommitSlotsBytes;  // §5.6: the slot page stays zero
   for (uint64_t s : {p.layout_bytes, p.canon_bytes, p.rows_bytes, p.scales_bytes, p.tags_bytes,
                      p.stats_bytes, p.sums_bytes}) {
     if (s) at = base::AlignUp(at, kWriterAlign) + s;
@@ -76,7 +76,7 @@ TableWriter::TableWriter(std::string path, Layout layout, WriterOptions opts)
     : path_(std::move(path)), layout_(std::move(layout)), opts_(opts), temp_(path_) {
   ENGRAM_CHECK(opts_.chunk_log2 >= kMinChunkLog2 && opts_.chunk_log2 <= kMaxChunkLog2,
                Code::kInvalidArgument, "checksum chunk 2^" << opts_.chunk_log2 << " out of range");
-  uint64_t at = kHeaderSize;
+  uint64_t at = kHeaderSize + kCommitSlotsBytes;  // §5.6: the slot page stays zero
   auto place = [&](SectionEntry* e, SectionType t, uint64_t size, uint32_t flags) {
     e->type = static_cast<uint32_t>(t);
     e->flags = flags;
@@ -153,8 +153,8 @@ void TableWriter::Commit(base::Reporter& reporter) {
 
   Header h;
   h.file_size = file_size;
-  h.optional_flags =
-      (opts_.with_stats ? kOptHasStats : 0) | (opts_.sketch_owners ? kOptSketchOwners : 0);
+  h.optional_flags = (opts_.with_stats ? kOptHasStats : 0) |
+                     (opts_.sketch_owners ? kOptSketchOwners : 0) | kOptCommitSlots;
   h.chunk_log2 = opts_.chunk_log2;
   h.created_unix = opts_.created_unix ? opts_.created_unix : base::UnixNow();
   h.addressing = static_cast<uint32_t>(l.spec.mode);
