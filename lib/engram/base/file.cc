@@ -194,6 +194,9 @@ void MappedFile::AdviseSequential(uint64_t offset, uint64_t len) const noexcept 
 void MappedFile::AdviseRandom(uint64_t offset, uint64_t len) const noexcept {
   Advise(data_, size_, offset, len, MADV_RANDOM);
 }
+void MappedFile::AdviseNormal(uint64_t offset, uint64_t len) const noexcept {
+  Advise(data_, size_, offset, len, MADV_NORMAL);
+}
 void MappedFile::AdviseWillNeed(uint64_t offset, uint64_t len) const noexcept {
   Advise(data_, size_, offset, len, MADV_WILLNEED);
 }

@@ -88,6 +88,7 @@ class MappedFile {
   // advice never changes results.
   void AdviseSequential(uint64_t offset, uint64_t len) const noexcept;
   void AdviseRandom(uint64_t offset, uint64_t len) const noexcept;
+  void AdviseNormal(uint64_t offset, uint64_t len) const noexcept;
   void AdviseWillNeed(uint64_t offset, uint64_t len) const noexcept;
   // msync of a read-write mapping; throws kIo.
   void Sync();

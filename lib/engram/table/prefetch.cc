@@ -68,27 +68,57 @@ uint64_t ResidentIn(const std::vector<unsigned char>& pages, uint64_t offset, ui
 
 }  // namespace
 
-Residency Status(const std::string& path) {
-  auto t = Reader::Open(path, OpenOptions{true, true});  // a table, or a clear error
-  base::MappedFile m = base::MappedFile::Open(path);
+namespace {
+
+// A table's residency as it was before we looked: the page map is taken first, then the header
+// is validated with a 4 KiB read (no readahead), and its page dropped again if it was not
+// resident, so that neither --status nor --evict faults the table in.
+struct Probe {
+  base::UniqueFd fd;
+  uint64_t len = 0;
+  base::MappedFile map;
+  std::vector<unsigned char> pages;
+  Header header;
+};
+
+Probe OpenProbe(const std::string& path) {
+  Probe p;
+  p.fd = base::OpenFile(path, O_RDONLY);
+  p.len = base::RegularFileSize(p.fd.get(), path);
+  ::posix_fadvise(p.fd.get(), 0, 0, POSIX_FADV_RANDOM);
+  if (p.len >= kHeaderSize) {
+    p.map = base::MappedFile::FromFd(p.fd.get(), p.len, base::MappedFile::Mode::kReadOnly, path);
+    p.pages = Mincore(p.map.data(), p.len, path);
+  }
+  p.header = ReadValidatedHeader(p.fd.get(), path, p.len);  // a table, or a clear error
+  if (!p.pages.empty() && !(p.pages[0] & 1))
+    ::posix_fadvise(p.fd.get(), 0, kHeaderSize, POSIX_FADV_DONTNEED);
+  return p;
+}
+
+Residency FromPages(const std::string& path, const Probe& p) {
   Residency r;
   r.path = path;
-  r.bytes = m.size();
-  auto pages = Mincore(m.data(), m.size(), path);
-  r.resident_bytes = ResidentIn(pages, 0, m.size(), m.size());
-  {
-    const Header& h = t->header();
-    r.parts.push_back({"header", 0, kHeaderSize, ResidentIn(pages, 0, kHeaderSize, m.size())});
-    for (uint32_t i = 0; i < h.n_sections; ++i) {
-      const SectionEntry& e = h.sections[i];
-      r.parts.push_back({std::string(SectionName(e.type)), e.offset, e.size,
-                         ResidentIn(pages, e.offset, e.size, m.size())});
-    }
-    if (m.size() > h.file_size)
-      r.parts.push_back({"journal", h.file_size, m.size() - h.file_size,
-                         ResidentIn(pages, h.file_size, m.size() - h.file_size, m.size())});
+  r.bytes = p.len;
+  r.resident_bytes = ResidentIn(p.pages, 0, p.len, p.len);
+  const Header& h = p.header;
+  r.parts.push_back({"header", 0, kHeaderSize, ResidentIn(p.pages, 0, kHeaderSize, p.len)});
+  for (uint32_t i = 0; i < h.n_sections; ++i) {
+    const SectionEntry& e = h.sections[i];
+    r.parts.push_back({std::string(SectionName(e.type)), e.offset, e.size,
+                       ResidentIn(p.pages, e.offset, e.size, p.len)});
   }
+  if (p.len > h.file_size)
+    r.parts.push_back({"journal", h.file_size, p.len - h.file_size,
+                       ResidentIn(p.pages, h.file_size, p.len - h.file_size, p.len)});
   return r;
+}
+
+}  // namespace
+
+Residency Status(const std::string& path) {
+  Probe p = OpenProbe(path);
+  return FromPages(path, p);
 }
 
 WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) {
@@ -160,12 +190,11 @@ WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) 
 }
 
 uint64_t Evict(const std::string& path) {
-  Reader::Open(path, OpenOptions{true, false});
-  base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
-  base::RegularFileSize(fd.get(), path);
-  int r = ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
+  Probe p = OpenProbe(path);
+  int r = ::posix_fadvise(p.fd.get(), 0, 0, POSIX_FADV_DONTNEED);
   ENGRAM_CHECK(r == 0, Code::kIo, path << ": posix_fadvise(DONTNEED) failed: " << std::strerror(r));
-  return Status(path).resident_bytes;
+  if (p.len < kHeaderSize) return 0;
+  return ResidentIn(Mincore(p.map.data(), p.len, path), 0, p.len, p.len);
 }
 
 ResidentLock::ResidentLock(const std::string& path) : map_(base::MappedFile::Open(path)) {

@@ -186,12 +186,16 @@ std::unique_ptr<Reader> Reader::Open(const std::string& path, const OpenOptions&
   base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
   const uint64_t len = base::RegularFileSize(fd.get(), path);
   r->file_length_ = len;
+  // Opening reads the header and the small metadata sections only: no readahead around them,
+  // so that opening a cold table (inspect, prefetch --status) does not fault its rows in.
+  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM);
   const Header h = ReadValidatedHeader(fd.get(), path, len);
   const auto dt = static_cast<base::DType>(h.dtype);
 
   // Map or read the whole file (base + journal as of now).
   if (opts.use_mmap) {
     r->map_ = base::MappedFile::FromFd(fd.get(), len, base::MappedFile::Mode::kReadOnly, path);
+    r->map_.AdviseRandom(0, len);  // until the metadata is checked (see above)
     r->data_ = r->map_.data();
   } else {
     r->heap_.resize(h.file_size);
@@ -300,6 +304,7 @@ std::unique_ptr<Reader> Reader::Open(const std::string& path, const OpenOptions&
   r->tags_ = r->data_ + r->FindSection(SectionType::kTags)->offset;
   if (const SectionEntry* e = r->FindSection(SectionType::kStats); e && e->size)
     r->stats_ = r->data_ + e->offset;
+  r->map_.AdviseNormal(0, len);  // readers that scan sections get the kernel's readahead
   return r;
 }
 
