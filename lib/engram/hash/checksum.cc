@@ -1,6 +1,7 @@
 // XXH3 wrappers; together with ngram_hash.cc and checksum_avx2.cc the only includers of xxhash.h.
-// Bulk checksums dispatch at run time to an AVX2 build of XXH3 when the CPU has it (about twice
-// the SSE2 speed); the results are identical by XXH3's definition.
+// Bulk checksums dispatch at run time to an AVX-512 or AVX2 build of XXH3 when the CPU has it
+// (about twice the SSE2 speed each step, as xxhsum's own dispatch does); the results are
+// identical by XXH3's definition.
 #include "engram/hash/checksum.h"
 
 #define XXH_INLINE_ALL
@@ -11,6 +12,7 @@ namespace engram::hash {
 namespace detail {
 #if defined(__x86_64__)
 uint64_t Checksum64Avx2(const void* data, size_t n) noexcept;
+uint64_t Checksum64Avx512(const void* data, size_t n) noexcept;
 #endif
 }  // namespace detail
 
@@ -20,6 +22,7 @@ uint64_t Checksum64Generic(const void* data, size_t n) noexcept { return XXH3_64
 Fn Pick() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return detail::Checksum64Avx512;
   if (__builtin_cpu_supports("avx2")) return detail::Checksum64Avx2;
 #endif
   return Checksum64Generic;

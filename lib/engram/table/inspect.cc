@@ -63,9 +63,9 @@ InspectInfo Inspect(const std::string& path, const InspectOptions& opts) {
   in.provenance = r->provenance();
   {
     base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
-    JournalState js = ReadJournal(fd.get(), path, h, l, r->file_length());
+    JournalState js = ReadJournal(fd.get(), path, h, l, r->file_length(), /*keep_entries=*/false);
     RequireIntact(js, path);  // `verify` reports the damage; inspect must not hide it
-    in.journal_entries = js.committed.size();
+    in.journal_entries = js.n_committed;
     in.journal_commits = js.n_commits;
     in.journal_bytes = js.committed_end - js.start;
     in.journal_tail_bytes = js.tail_bytes();

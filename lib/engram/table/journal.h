@@ -27,7 +27,8 @@ struct JournalEntry {
 };
 
 struct JournalState {
-  std::vector<JournalEntry> committed;  // in journal order
+  std::vector<JournalEntry> committed;  // in journal order (empty when not kept)
+  uint64_t n_committed = 0;             // committed entry records (kept or not)
   uint64_t start = 0;                   // = header.file_size
   uint64_t committed_end = 0;           // absolute offset just after the last valid commit
   uint64_t file_end = 0;                // file length at scan time
@@ -55,8 +56,10 @@ struct JournalState {
 // Scans the journal of an open table file (fd, the validated header and layout). Never throws
 // for damaged records (they end the committed prefix and set `damage` unless they are a torn
 // tail); throws kIo on read errors.
+// keep_entries = false (verify, inspect) checks every record the same way but keeps only the
+// counts: `committed` and `overlay` stay empty.
 JournalState ReadJournal(int fd, const std::string& path, const Header& header,
-                         const Layout& layout, uint64_t file_length);
+                         const Layout& layout, uint64_t file_length, bool keep_entries = true);
 
 // For verify: offsets of records after `from` that look like valid commit records (magic, type,
 // size and checksum agree) although the sequential scan stopped before them — committed data

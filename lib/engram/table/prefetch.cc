@@ -6,12 +6,14 @@
 #include <omp.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <sstream>
 
 #include "engram/base/error.h"
@@ -50,6 +52,25 @@ std::vector<unsigned char> Mincore(const uint8_t* base, uint64_t len, const std:
   }
   if (failed) ENGRAM_THROW(Code::kIo, path << ": mincore failed: " << std::strerror(errno));
   return v;
+}
+
+// Pages of [0, len) in the page cache, by cachestat(2) (Linux >= 6.5): one call instead of a
+// mincore walk (which costs ~3 ms per GiB even when everything is resident). nullopt where the
+// kernel lacks it.
+std::optional<uint64_t> CachedPages(int fd, uint64_t len) {
+#if defined(__x86_64__)
+  constexpr long kSysCachestat = 451;
+  struct {
+    uint64_t off, len;
+  } range{0, len};
+  struct {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+  } cs{};
+  if (::syscall(kSysCachestat, fd, &range, &cs, 0) == 0) return cs.nr_cache;
+#endif
+  (void)fd;
+  (void)len;
+  return std::nullopt;
 }
 
 uint64_t ResidentIn(const std::vector<unsigned char>& pages, uint64_t offset, uint64_t len,
@@ -127,15 +148,22 @@ WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) 
   WarmResult res;
   base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
   const uint64_t len = base::RegularFileSize(fd.get(), path);
+  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);  // a larger readahead window
   res.bytes = len;
   base::MappedFile m =
       base::MappedFile::FromFd(fd.get(), len, base::MappedFile::Mode::kReadOnly, path);
   if (len == 0) return res;
+  if (auto cached = CachedPages(fd.get(), len); cached && *cached == (len + kPage - 1) / kPage) {
+    res.already_resident = res.resident = len;  // warm: nothing to scan or read
+    res.seconds = sw.Seconds();
+    return res;
+  }
   if (threads <= 0) threads = std::max(2, omp_get_max_threads());
   auto pages = Mincore(m.data(), len, path, threads);
   res.already_resident = ResidentIn(pages, 0, len, len);
   // Runs of missing pages, cut into chunks that threads take in file order.
   const uint64_t kChunk = 16ull << 20;
+  const uint64_t kReadBlock = 256ull << 10;
   std::vector<std::pair<uint64_t, uint64_t>> chunks;
   for (uint64_t p = 0; p < pages.size();) {
     if (pages[p] & 1) {
@@ -155,19 +183,15 @@ WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) 
   {
     try {
       std::vector<unsigned char> vec;
+      std::vector<uint8_t> buf;
       for (size_t i = next.fetch_add(1); i < chunks.size(); i = next.fetch_add(1)) {
         auto [off, n] = chunks[i];
-        // Start the next chunk's I/O asynchronously while this one is faulted in.
-        if (i + static_cast<size_t>(threads) < chunks.size()) {
-          auto [o2, n2] = chunks[i + threads];
-          ::posix_fadvise(fd.get(), static_cast<off_t>(o2), static_cast<off_t>(n2),
-                          POSIX_FADV_WILLNEED);
-        }
         uint8_t* p = const_cast<uint8_t*>(m.data()) + off;
-        if (::madvise(p, n, MADV_POPULATE_READ) != 0) {
-          volatile uint8_t sink = 0;  // older kernels: touch one byte per page
-          for (uint64_t k = 0; k < n; k += kPage) sink = sink + p[k];
-        }
+        // Reading into a small buffer that stays in cache brings pages into the page cache
+        // faster than faulting them through the mapping (as `cat` does; about 3x here).
+        buf.resize(kReadBlock);
+        for (uint64_t k = 0; k < n; k += kReadBlock)
+          base::PreadFull(fd.get(), buf.data(), std::min(kReadBlock, n - k), off + k, path);
         vec.resize((n + kPage - 1) / kPage);
         uint64_t now = 0;
         if (::mincore(p, n, vec.data()) == 0)

@@ -25,7 +25,8 @@ using engram::testing::TempDir;
 namespace {
 
 // Writes a table whose row r holds values f(r, i), tags r+1 (0 for every 3rd row).
-void WriteTable(const std::string& path, const Layout& l, bool stats = true) {
+void WriteTable(const std::string& path, const Layout& l, bool stats = true,
+                std::vector<uint64_t> implausible_stats_rows = {}) {
   WriterOptions o;
   o.with_stats = stats;
   o.chunk_log2 = 12;
@@ -42,6 +43,10 @@ void WriteTable(const std::string& path, const Layout& l, bool stats = true) {
       uint32_t vals[3] = {r % 3 ? 2u : 0u, r % 3 ? 3u : 0u, r % 3 ? 2u : 0u};
       std::memcpy(s, vals, 12);
     }
+  }
+  for (uint64_t r : implausible_stats_rows) {  // owner count above the bucket's total
+    uint32_t vals[3] = {9, 3, 2};
+    std::memcpy(w.stats() + r * kStatsRowSize, vals, 12);
   }
   w.SetProvenance("{\"creator\":\"test\"}");
   w.Commit(base::Silent());
@@ -239,6 +244,29 @@ TEST_CASE("verify catches every single-byte flip of the base and every truncatio
     REQUIRE(!rep.ok());
     CHECK(rep.problems[0].message.find("truncated") != std::string::npos);
   }
+}
+
+TEST_CASE("verify reports implausible statistics rows by count and first row, in any chunk") {
+  TempDir dir;
+  const std::string p = dir / "s.engram";
+  hash::AddressSpec s;
+  s.layer_ids = {1};
+  s.max_order = 3;
+  s.n_heads = 2;
+  s.log2_buckets = 9;  // 2048 rows: 8 STATS chunks of 4 KiB
+  s.canonical_vocab = 100;
+  Layout l = MakeLayout(s, 8, base::DType::kF32, {}, 0);
+  WriteTable(p, l, true, {1500, 300, 1999});
+  for (int threads : {1, 2}) {
+    VerifyOptions o;
+    o.threads = threads;
+    VerifyReport rep = Verify(p, o, base::Silent());
+    REQUIRE(rep.problems.size() == 1);
+    CHECK(rep.problems[0].field == "section STATS");
+    CHECK(rep.problems[0].message == "3 rows have inconsistent statistics (first: row 300)");
+  }
+  WriteTable(p, l, true);
+  CHECK(Verify(p, {}, base::Silent()).ok());
 }
 
 TEST_CASE("a future minor version is read, a future major version is refused with kVersion") {
