@@ -98,5 +98,9 @@ void AddSortBucketsCommand(CLI::App& app);
 void AddPrefetchCommand(CLI::App& app);
 void AddRunCommand(CLI::App& app);
 void AddExportCommand(CLI::App& app);
+void AddCompletionCommand(CLI::App& app);
+
+// `engramctl --version`: version, commit and the optional parts compiled in.
+std::string VersionText();
 
 }  // namespace engramctl

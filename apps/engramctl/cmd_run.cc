@@ -11,6 +11,18 @@
 
 namespace engramctl {
 
+namespace {
+// An integer flag's lower bound, with the message a user needs (CLI11's Range prints its type).
+CLI::Validator AtLeast(int lo, std::string what) {
+  return CLI::Validator(
+      [lo, what](std::string& v) -> std::string {
+        int x = 0;
+        return CLI::detail::lexical_cast(v, x) && x >= lo ? "" : "must be " + what;
+      },
+      "", "");
+}
+}  // namespace
+
 void AddRunCommand(CLI::App& app) {
   struct Flags {
     engram::model::RunOptions o;
@@ -20,7 +32,8 @@ void AddRunCommand(CLI::App& app) {
   auto f = std::make_shared<Flags>();
   CLI::App* s = app.add_subcommand(
       "run", "Run the local MoE+Engram model on a prompt, reading Engram rows from the host table");
-  s->add_option("prompt", f->prompt, "Prompt text (or -f FILE, or stdin)");
+  s->add_option("prompt", f->prompt, "Prompt text (or -p TEXT, -f FILE, or stdin)");
+  s->add_option("-p,--prompt", f->prompt, "Prompt text (llama.cpp's flag)");
   s->add_option("-f,--file", f->file,
                 "Read prompts from FILE, one per line (batched up to [inference] max_batch_size)");
   s->add_option("--config", f->o.config_path,
@@ -28,7 +41,24 @@ void AddRunCommand(CLI::App& app) {
   s->add_option("-m,--model", f->o.model_dir, "Model directory (overrides [model] path)");
   s->add_option("--table", f->o.table_path,
                 "Engram table (overrides [engram.table] path and ENGRAM_TABLE_PATH)");
-  s->add_option("-n,--n-predict", f->o.n_predict, "Tokens to generate")->capture_default_str();
+  s->add_option("-n,--n-predict", f->o.n_predict,
+                "Tokens to generate; -1 = until end of text or the context limit")
+      ->capture_default_str()
+      ->check(AtLeast(-1, "-1 (until end of text) or more"));
+  s->add_option("--repeat-penalty", f->o.repeat_penalty,
+                "Penalise tokens among the last --repeat-last-n (llama.cpp's: a positive logit is "
+                "divided by it, a negative one multiplied; 1 = off)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            double x = 0;
+            return CLI::detail::lexical_cast(v, x) && x > 0 ? "" : "must be above 0 (1 = off)";
+          },
+          "", ""));
+  s->add_option("--repeat-last-n", f->o.repeat_last_n,
+                "Recent tokens (prompt included) the repeat penalty covers; -1 = all, 0 = off")
+      ->capture_default_str()
+      ->check(AtLeast(-1, "-1 (all), 0 (off) or more"));
   s->add_option("--temp", f->o.temperature, "Sampling temperature (0 = greedy)")
       ->capture_default_str();
   s->add_option("--top-k", f->o.top_k, "Top-k sampling (0 = off)")->capture_default_str();

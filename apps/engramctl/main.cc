@@ -1,17 +1,87 @@
 // engramctl: one CLI over libengram. Parses argv with CLI11, runs one subcommand, and maps any
 // engram::Error to "engramctl <verb>: <message>" and an exit status (schemas/cli.md).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "cli_common.h"
+
+namespace {
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The command word: the first argument that is not one of the global flags. "" when none.
+std::string FindVerb(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.empty() || a[0] != '-') return a;
+  }
+  return "";
+}
+
+bool WantsHelpOrVersion(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-h" || a == "--help" || a == "--version") return true;
+  }
+  return false;
+}
+
+// CLI11's usage errors, in the `engramctl <verb>: ...` form with the flag's name. Extra
+// arguments are never echoed (they are often a prompt).
+int UsageError(const CLI::ParseError& e, CLI::App& app, const std::string& verb) {
+  CLI::App* where = &app;
+  for (CLI::App* sub : app.get_subcommands()) where = sub;
+  std::string name = where == &app ? std::string() : " " + where->get_name();
+  std::string msg = e.what();
+  if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+    std::vector<std::string> flags;
+    size_t words = 0;
+    for (const std::string& x : app.remaining(true)) {
+      if (x.size() > 1 && x[0] == '-')
+        flags.push_back(x);
+      else
+        ++words;
+    }
+    msg.clear();
+    if (!flags.empty()) {
+      msg = std::string("unknown option") + (flags.size() > 1 ? "s" : "");
+      for (size_t i = 0; i < flags.size(); ++i) msg += (i ? ", " : " ") + flags[i];
+    }
+    if (words)
+      msg += (msg.empty() ? "" : "; ") + std::to_string(words) + " unexpected argument" +
+             (words > 1 ? "s" : "") +
+             " (quote a prompt with spaces as one argument, or give it with -p)";
+  }
+  std::fprintf(stderr, "engramctl%s: %s\nsee 'engramctl%s --help'\n", name.c_str(), msg.c_str(),
+               name.c_str());
+  (void)verb;
+  return engramctl::kExitUsage;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace engramctl;
   CLI::App app{"engramctl: build, check, extend and serve Engram n-gram memory tables",
                "engramctl"};
-  app.set_version_flag("--version", "engramctl 0.1.0");
+  app.set_version_flag("--version", VersionText());
   app.require_subcommand(1);
   app.add_flag("-q,--quiet", Globals().quiet, "Print only warnings and errors on stderr");
   app.add_flag("--no-progress", Globals().no_progress, "Never draw progress lines");
@@ -27,16 +97,44 @@ int main(int argc, char** argv) {
   AddPrefetchCommand(app);
   AddRunCommand(app);
   AddExportCommand(app);
+  AddCompletionCommand(app);
   // Recorded in table provenance; argv[0] as the program name keeps outputs reproducible.
   CommandLine() = "engramctl";
   for (int i = 1; i < argc; ++i) CommandLine() += " " + std::string(argv[i]);
 
-  std::string verb = argc > 1 ? argv[1] : "";
+  std::string verb = FindVerb(argc, argv);
+  if (!WantsHelpOrVersion(argc, argv) || !verb.empty()) {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), verb) == names.end()) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      if (verb.empty()) {
+        std::fprintf(stderr, "engramctl: give a command: %s\nsee 'engramctl --help'\n",
+                     list.c_str());
+      } else {
+        std::string nearest = names.front();
+        for (const auto& n : names)
+          if (EditDistance(verb, n) < EditDistance(verb, nearest)) nearest = n;
+        std::fprintf(
+            stderr, "engramctl: unknown command '%s'%s\ncommands: %s\n", verb.c_str(),
+            EditDistance(verb, nearest) <= 3 ? (" (did you mean '" + nearest + "'?)").c_str() : "",
+            list.c_str());
+      }
+      return kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);
+    return UsageError(e, app, verb);
   } catch (const engram::Error& e) {
     for (auto* sub : app.get_subcommands()) verb = sub->get_name();
     std::fprintf(stderr, "engramctl %s: %s\n", verb.c_str(), e.what());

@@ -17,7 +17,11 @@ struct RunOptions {
   std::string model_dir;             // overrides [model] path
   std::string table_path;            // overrides [engram.table] path (and ENGRAM_TABLE_PATH)
   std::vector<std::string> prompts;  // one request each (batched up to max_batch_size)
-  int n_predict = 64;                // tokens to generate per prompt
+  int n_predict = 64;                // tokens to generate per prompt; -1 = until end of text
+                                     // or the context limit (llama.cpp's convention)
+  double repeat_penalty = 1.0;       // llama.cpp's: logits of the last repeat_last_n tokens are
+                                     // divided (if > 0) or multiplied (if < 0) by it; 1 = off
+  int repeat_last_n = 64;            // how many recent tokens (prompt included) it covers
   double temperature = 0.8;          // 0 = greedy
   int top_k = 40;                    // 0 = off
   double top_p = 0.95;               // 1 = off

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -179,6 +180,23 @@ class Gatherer {
   uint64_t step_lookups_ = 0, step_hits_ = 0;
   std::vector<uint64_t> seq_l_, seq_h_;
 };
+
+// llama.cpp's repetition penalty: every distinct token among the last repeat_last_n of `ids`
+// (-1 = all) has its logit divided by the penalty if positive, multiplied if negative.
+void ApplyRepeatPenalty(const std::vector<uint32_t>& ids, const RunOptions& o,
+                        std::vector<float>* logits) {
+  size_t n =
+      o.repeat_last_n < 0 ? ids.size() : std::min(ids.size(), static_cast<size_t>(o.repeat_last_n));
+  std::vector<uint32_t> recent(ids.end() - static_cast<std::ptrdiff_t>(n), ids.end());
+  std::sort(recent.begin(), recent.end());
+  recent.erase(std::unique(recent.begin(), recent.end()), recent.end());
+  const auto p = static_cast<float>(o.repeat_penalty);
+  for (uint32_t t : recent) {
+    if (t >= logits->size()) continue;
+    float& l = (*logits)[t];
+    l = l > 0 ? l / p : l * p;
+  }
+}
 
 uint32_t Sample(const float* logits, size_t V, const RunOptions& o, std::mt19937_64* rng) {
   if (o.temperature <= 0)
@@ -531,14 +549,28 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
       for (size_t b = 0; b < B; ++b) res.prompt_tokens += ids[b].size();
       base::Stopwatch eval_sw;
       std::vector<bool> done(B, false);
-      for (int n = 0; n < o.n_predict; ++n) {
+      const int n_predict = o.n_predict < 0 ? INT_MAX : o.n_predict;
+      std::vector<float> penalised;
+      for (int n = 0; n < n_predict; ++n) {
         std::vector<std::vector<uint32_t>> next(B);
         for (size_t b = 0; b < B; ++b) {
           const float* lg = logits.data() + b * V;
           if (o.dump_logits && !done[b]) pr[b].logits.emplace_back(lg, lg + V);
+          if (o.repeat_penalty != 1.0 && o.repeat_last_n != 0 && !done[b]) {
+            penalised.assign(lg, lg + V);
+            ApplyRepeatPenalty(ids[b], o, &penalised);
+            lg = penalised.data();
+          }
           uint32_t t = Sample(lg, V, o, &rng[b]);
           next[b] = {t};
           if (done[b]) continue;
+          if (ids[b].size() + 1 > static_cast<size_t>(to.max_seq)) {
+            done[b] = true;
+            rep.Log(LogLevel::kNote, "request " + std::to_string(first + b + 1) +
+                                         ": stopped at the context limit of " +
+                                         std::to_string(to.max_seq) + " tokens");
+            continue;
+          }
           if (s.mc.eos_token_id >= 0 && t == static_cast<uint32_t>(s.mc.eos_token_id)) {
             done[b] = true;
             continue;
@@ -548,7 +580,7 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
           ids[b].push_back(t);
           canon[b].push_back(t < s.canon.size() ? s.canon[t] : 0);
         }
-        if (n + 1 == o.n_predict || std::all_of(done.begin(), done.end(), [](bool d) { return d; }))
+        if (n + 1 == n_predict || std::all_of(done.begin(), done.end(), [](bool d) { return d; }))
           break;
         step(next, false);
       }
