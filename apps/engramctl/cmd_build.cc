@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_common.h"
+#include "engram/base/error.h"
+#include "engram/base/file.h"
 #include "engram/base/json.h"
 #include "engram/base/resource.h"
 #include "engram/base/units.h"
@@ -18,7 +20,36 @@ struct BuildFlags {
   bool json = false, no_stats = false;
 };
 
+// Replaces every "@list.txt" argument with the paths listed in it, one a line (blank lines and
+// lines starting with '#' are skipped; relative paths are taken as written).
+std::vector<std::string> ExpandLists(const std::vector<std::string>& args, const char* flag) {
+  std::vector<std::string> out;
+  for (const auto& a : args) {
+    if (a.empty() || a[0] != '@') {
+      out.push_back(a);
+      continue;
+    }
+    std::string text = engram::base::ReadFileToString(a.substr(1), 1ull << 32);
+    size_t before = out.size();
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t nl = text.find('\n', pos);
+      if (nl == std::string::npos) nl = text.size();
+      std::string line = text.substr(pos, nl - pos);
+      pos = nl + 1;
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (line.empty() || line[0] == '#') continue;
+      out.push_back(line);
+    }
+    ENGRAM_CHECK(out.size() > before, engram::Code::kInvalidArgument,
+                 flag << " " << a << ": the list names no files; write one path a line");
+  }
+  return out;
+}
+
 void Run(BuildFlags& f) {
+  f.o.token_files = ExpandLists(f.o.token_files, "--tokens");
+  f.o.corpus_files = ExpandLists(f.o.corpus_files, "--corpus");
   StderrReporter rep;
   engram::base::Stopwatch sw;
   auto cfg = LoadConfigIfAny(f.config_path, rep);
@@ -38,8 +69,10 @@ void Run(BuildFlags& f) {
   if (o.shard_count > 1 && !r.dry_run) {
     rep.Log(engram::base::LogLevel::kInfo,
             "wrote shard " + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count) +
-                " summary " + o.output + " (" + std::to_string(r.tokens) +
-                " tokens); combine all shards with 'engramctl merge'");
+                " summary " + o.output + " (" + std::to_string(r.tokens) + " tokens from input " +
+                (r.range_in_bytes ? "bytes [" : "tokens [") + std::to_string(r.range_begin) + ", " +
+                std::to_string(r.range_end) + ") of " + std::to_string(r.range_total) +
+                "); combine all shards with 'engramctl merge'");
     rep.Log(engram::base::LogLevel::kInfo,
             engram::base::FormatResourceLine(sw.Seconds(), engram::base::CurrentResourceUsage()));
     return;
@@ -112,9 +145,11 @@ void AddBuildCommand(CLI::App& app) {
   s->add_option("--config", f->config_path,
                 "config.toml giving the layout ([engram]) and tokenizer ([model])");
   s->add_option("--tokens", f->o.token_files,
-                "Pre-tokenized corpus: little-endian u32 ids, 0xFFFFFFFF between documents");
+                "Pre-tokenized corpus files (or @list.txt naming one a line): little-endian u32 "
+                "ids, 0xFFFFFFFF between documents");
   s->add_option("--corpus", f->o.corpus_files,
-                "UTF-8 text corpus (one document per line unless --doc-per-file)");
+                "UTF-8 text corpus files (or @list.txt naming one a line); one document per line "
+                "unless --doc-per-file");
   s->add_flag("--doc-per-file", f->o.doc_per_file, "Each --corpus file is one document");
   s->add_flag("--canonical-ids", f->o.ids_are_canonical,
               "--tokens files already hold canonical ids");
@@ -136,9 +171,9 @@ void AddBuildCommand(CLI::App& app) {
        "vote per row: O(rows) memory, no temp disk, approximate statistics)")
       ->capture_default_str();
   s->add_option("--shard", f->shard,
-                "I/N: write the partial summary of shard I of N to -o (exact: every Nth corpus "
-                "block; sketch: "
-                "every Nth sub-table); combine all N with 'engramctl merge'");
+                "I/N: write the partial summary of shard I of N to -o (exact: the Ith of N even "
+                "slices of the inputs; sketch: every Nth sub-table); combine all N with "
+                "'engramctl merge'");
   s->add_option(
        "--block-tokens", f->o.block_tokens,
        "Tokens per work block (parallelism and shard granularity; results do not depend on it)")

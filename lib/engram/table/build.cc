@@ -349,6 +349,10 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   }
   res.tokens = st.tokens;
   res.documents = st.documents;
+  res.range_begin = st.range_begin;
+  res.range_end = st.range_end;
+  res.range_total = st.range_total;
+  res.range_in_bytes = st.range_in_bytes;
   res.count_seconds = count_sw.Seconds();
   base::Stopwatch assign_sw;
   if (exact) {

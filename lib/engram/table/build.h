@@ -51,6 +51,10 @@ struct BuildResult {
   double count_seconds = 0;                    // reading + counting (the owner phase's corpus pass)
   double assign_seconds = 0;                   // merging counts and choosing owners
   uint64_t spill_runs = 0, spilled_bytes = 0;  // exact owners over the memory budget
+  // The input slice this build read (see TokenStreamOptions): [begin, end) of total token ids,
+  // or of total bytes for text corpora.
+  uint64_t range_begin = 0, range_end = 0, range_total = 0;
+  bool range_in_bytes = false;
 };
 
 // Throws kInvalidArgument/kConfig on bad options (before reading any input), kIo/kCorrupt on

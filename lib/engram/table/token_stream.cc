@@ -23,6 +23,13 @@ uint64_t InputBytes(const TokenStreamOptions& o) {
   return total;
 }
 
+std::pair<uint64_t, uint64_t> ShardSlice(uint64_t total, uint32_t index, uint32_t count) {
+  auto at = [&](uint64_t i) {
+    return static_cast<uint64_t>(static_cast<unsigned __int128>(total) * i / count);
+  };
+  return {at(index), at(index + 1ull)};
+}
+
 TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
                               const std::function<void(const TokenBlock&)>& sink,
                               base::Reporter& reporter) {
@@ -32,21 +39,18 @@ TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
   uint64_t block_index = 0;
   const size_t ctx_len = layout.spec.max_order - 1;
   std::vector<uint32_t> context;  // the tail of the previous block's unfinished document
-  auto mine = [&](uint64_t index) { return index % o.shard_count == o.shard_index; };
   auto deliver = [&](std::span<const uint32_t> b) {
     TokenBlock blk;
     blk.index = block_index++;
     blk.context = context;
     blk.ids = b;
-    if (mine(blk.index)) {
-      for (uint32_t id : b) {
-        if (id == kDocSeparator)
-          st.documents++;
-        else
-          st.tokens++;
-      }
-      sink(blk);
+    for (uint32_t id : b) {
+      if (id == kDocSeparator)
+        st.documents++;
+      else
+        st.tokens++;
     }
+    sink(blk);
     // The next block continues this block's last document unless it ended with a separator.
     if (!b.empty() && b.back() != kDocSeparator) {
       std::vector<uint32_t> next;
@@ -63,49 +67,88 @@ TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
   const bool map_ids = !layout.canon_map.empty() && !o.ids_are_canonical;
   const uint32_t limit =
       map_ids ? static_cast<uint32_t>(layout.canon_map.size()) : layout.spec.canonical_vocab;
+  // Checks and maps n ids read from `path` at byte offset `off`.
+  auto check_map = [&](uint32_t* p, size_t n, const std::string& path, uint64_t off) {
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t id = p[i];
+      if (id == kDocSeparator) continue;
+      ENGRAM_CHECK(id < limit, Code::kCorrupt,
+                   path << ": token id " << id << " at byte offset " << off + i * 4
+                        << " is outside the " << (map_ids ? "tokenizer's " : "canonical ")
+                        << "vocabulary of " << limit
+                        << " ids; was the file made with another tokenizer?");
+      if (map_ids) p[i] = layout.canon_map[id];
+    }
+  };
   std::vector<uint32_t> buf;
-  for (const auto& path : o.token_files) {
-    base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
-    uint64_t size = base::RegularFileSize(fd.get(), path);
-    ENGRAM_CHECK(
-        size % 4 == 0, Code::kCorrupt,
-        path << ": " << size << " bytes is not a whole number of u32 token ids (truncated file?)");
-    uint64_t off = 0;
-    std::vector<uint32_t> carry;  // the unfinished document at the end of a read
-    bool any = false;
-    while (off < size) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(o.block_ids, (size - off) / 4));
-      buf.resize(carry.size() + n);
-      std::copy(carry.begin(), carry.end(), buf.begin());
-      base::PreadFull(fd.get(), buf.data() + carry.size(), n * 4, off, path);
-      uint32_t* p = buf.data() + carry.size();
-      for (size_t i = 0; i < n; ++i) {
-        uint32_t id = p[i];
-        if (id == kDocSeparator) continue;
-        ENGRAM_CHECK(id < limit, Code::kCorrupt,
-                     path << ": token id " << id << " at byte offset " << off + i * 4
-                          << " is outside the " << (map_ids ? "tokenizer's " : "canonical ")
-                          << "vocabulary of " << limit
-                          << " ids; was the file made with another tokenizer?");
-        if (map_ids) p[i] = layout.canon_map[id];
-        any = true;
+  if (!o.token_files.empty()) {
+    std::vector<uint64_t> file_ids;
+    uint64_t total_ids = 0;
+    for (const auto& path : o.token_files) {
+      base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
+      uint64_t size = base::RegularFileSize(fd.get(), path);
+      ENGRAM_CHECK(size % 4 == 0, Code::kCorrupt,
+                   path << ": " << size
+                        << " bytes is not a whole number of u32 token ids (truncated file?)");
+      file_ids.push_back(size / 4);
+      total_ids += size / 4;
+    }
+    auto [lo, hi] = ShardSlice(total_ids, o.shard_index, o.shard_count);
+    st.range_begin = lo;
+    st.range_end = hi;
+    st.range_total = total_ids;
+    const uint64_t range_bytes = (hi - lo) * 4;
+    uint64_t fstart = 0;
+    for (size_t fi = 0; fi < o.token_files.size(); ++fi) {
+      const std::string& path = o.token_files[fi];
+      const uint64_t fend = fstart + file_ids[fi];
+      const uint64_t a = std::max(lo, fstart), b = std::min(hi, fend);
+      if (a >= b) {
+        fstart = fend;
+        continue;
       }
-      off += n * 4;
-      bytes_done += n * 4;
-      // Cut after the last separator so that blocks hold whole documents; a document longer than
-      // a block is passed on in pieces.
-      size_t cut = buf.size();
-      while (cut > 0 && buf[cut - 1] != kDocSeparator) --cut;
-      if (off >= size) cut = buf.size();
-      if (cut == 0 && buf.size() >= o.block_ids) cut = buf.size();
-      if (off >= size && (buf.empty() || buf.back() != kDocSeparator) && any) {
-        buf.push_back(kDocSeparator);
-        cut = buf.size();
+      base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
+      const uint64_t size = file_ids[fi] * 4;
+      // A slice that starts inside a document takes that document's preceding ids as context.
+      context.clear();
+      if (a > fstart) {
+        size_t k = static_cast<size_t>(std::min<uint64_t>(ctx_len, a - fstart));
+        std::vector<uint32_t> before(k);
+        const uint64_t at = (a - fstart - k) * 4;
+        base::PreadFull(fd.get(), before.data(), k * 4, at, path);
+        check_map(before.data(), k, path, at);
+        size_t s = k;
+        while (s > 0 && before[s - 1] != kDocSeparator) --s;
+        context.assign(before.begin() + s, before.end());
       }
-      carry.assign(buf.begin() + cut, buf.end());
-      buf.resize(cut);
-      if (!buf.empty()) deliver(buf);
-      reporter.Progress("read tokens", bytes_done, st.input_bytes, "bytes");
+      uint64_t off = (a - fstart) * 4;
+      const uint64_t end = (b - fstart) * 4;
+      std::vector<uint32_t> carry;  // the unfinished document at the end of a read
+      while (off < end) {
+        size_t n = static_cast<size_t>(std::min<uint64_t>(o.block_ids, (end - off) / 4));
+        buf.resize(carry.size() + n);
+        std::copy(carry.begin(), carry.end(), buf.begin());
+        base::PreadFull(fd.get(), buf.data() + carry.size(), n * 4, off, path);
+        check_map(buf.data() + carry.size(), n, path, off);
+        off += n * 4;
+        bytes_done += n * 4;
+        // Cut after the last separator so that blocks hold whole documents; a document longer
+        // than a block is passed on in pieces.
+        size_t cut = buf.size();
+        while (cut > 0 && buf[cut - 1] != kDocSeparator) --cut;
+        if (off >= end) cut = buf.size();
+        if (cut == 0 && buf.size() >= o.block_ids) cut = buf.size();
+        // The file's last document is terminated even without a trailing separator.
+        if (off >= size && !buf.empty() && buf.back() != kDocSeparator) {
+          buf.push_back(kDocSeparator);
+          cut = buf.size();
+        }
+        carry.assign(buf.begin() + cut, buf.end());
+        buf.resize(cut);
+        if (!buf.empty()) deliver(buf);
+        reporter.Progress("read tokens", bytes_done, range_bytes, "bytes");
+      }
+      fstart = fend;
     }
   }
   if (!o.corpus_files.empty()) {
@@ -119,11 +162,6 @@ TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
     std::vector<std::string> docs;
     auto flush = [&] {
       if (docs.empty()) return;
-      if (!mine(block_index)) {  // another shard's batch: skip without tokenizing
-        docs.clear();
-        ++block_index;
-        return;
-      }
       std::vector<std::vector<uint32_t>> out(docs.size());
       std::vector<size_t> replaced(docs.size(), 0);
       std::exception_ptr error;
@@ -151,49 +189,87 @@ TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
       docs.clear();
       if (!buf.empty()) deliver(buf);
     };
+    std::vector<uint64_t> file_bytes;
+    uint64_t total_bytes = 0;
     for (const auto& path : o.corpus_files) {
       base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
-      uint64_t size = base::RegularFileSize(fd.get(), path);
-      if (o.doc_per_file) {
+      file_bytes.push_back(base::RegularFileSize(fd.get(), path));
+      total_bytes += file_bytes.back();
+    }
+    auto [lo, hi] = ShardSlice(total_bytes, o.shard_index, o.shard_count);
+    if (o.token_files.empty()) {
+      st.range_begin = lo;
+      st.range_end = hi;
+      st.range_total = total_bytes;
+      st.range_in_bytes = true;
+    }
+    const uint64_t range_bytes = hi - lo;
+    uint64_t fstart = 0;
+    for (size_t fi = 0; fi < o.corpus_files.size(); ++fi) {
+      const std::string& path = o.corpus_files[fi];
+      const uint64_t size = file_bytes[fi], fend = fstart + size;
+      const uint64_t a = std::max(lo, fstart), b = std::min(hi, fend);
+      const uint64_t file_start = fstart;
+      fstart = fend;
+      if (o.doc_per_file) {  // the file is one document: the shard whose slice holds its start
+        if (file_start < lo || file_start >= hi) continue;
         std::string text = base::ReadFileToString(path, 1ull << 32);
         docs.push_back(std::move(text));
         bytes_done += size;
         size_t pending = 0;
         for (auto& d : docs) pending += d.size();
         if (pending >= o.block_ids * 4) flush();
-        reporter.Progress("tokenize", bytes_done, st.input_bytes, "bytes");
+        reporter.Progress("tokenize", bytes_done, std::max(bytes_done, range_bytes), "bytes");
         continue;
+      }
+      if (a >= b) continue;
+      base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
+      // Lines that start in [s, e) are this shard's; a line that starts before s is skipped.
+      const uint64_t s = a - file_start, e = b - file_start;
+      bool skipping = false;
+      if (s > 0) {
+        char before = 0;
+        base::PreadFull(fd.get(), &before, 1, s - 1, path);
+        skipping = before != '\n';
       }
       std::string partial;
       std::vector<char> chunk(1 << 20);
-      uint64_t off = 0;
+      uint64_t off = s;
       size_t pending = 0;
-      while (off < size) {
+      bool done = false;
+      while (off < size && !done) {
         size_t got = base::PreadSome(fd.get(), chunk.data(), chunk.size(), off, path);
         if (got == 0) break;
-        off += got;
         size_t start = 0;
         for (size_t i = 0; i < got; ++i) {
           if (chunk[i] != '\n') continue;
-          partial.append(chunk.data() + start, i - start);
-          if (!partial.empty() && partial.back() == '\r') partial.pop_back();
-          pending += partial.size();
-          if (!partial.empty()) docs.push_back(std::move(partial));
-          partial.clear();
+          if (!skipping) {
+            partial.append(chunk.data() + start, i - start);
+            if (!partial.empty() && partial.back() == '\r') partial.pop_back();
+            pending += partial.size();
+            if (!partial.empty()) docs.push_back(std::move(partial));
+            partial.clear();
+          }
+          skipping = false;
           start = i + 1;
+          if (off + start >= e) {  // the next line starts in the next shard's slice
+            done = true;
+            break;
+          }
         }
-        partial.append(chunk.data() + start, got - start);
+        if (!done && !skipping) partial.append(chunk.data() + start, got - start);
+        off += got;
         bytes_done += got;
         if (pending >= o.block_ids * 4) {
           flush();
           pending = 0;
-          reporter.Progress("tokenize", bytes_done, st.input_bytes, "bytes");
+          reporter.Progress("tokenize", bytes_done, std::max(bytes_done, range_bytes), "bytes");
         }
       }
-      if (!partial.empty()) docs.push_back(std::move(partial));
+      if (!done && !skipping && !partial.empty()) docs.push_back(std::move(partial));
     }
     flush();
-    reporter.Progress("tokenize", bytes_done, st.input_bytes, "bytes");
+    reporter.Progress("tokenize", bytes_done, bytes_done, "bytes");
   }
   reporter.ProgressDone(o.corpus_files.empty() ? "read tokens" : "tokenize");
   return st;

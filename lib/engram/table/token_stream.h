@@ -7,6 +7,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engram/base/reporter.h"
@@ -21,8 +22,10 @@ struct TokenStreamOptions {
   bool doc_per_file = false;
   bool ids_are_canonical = false;  // token files already hold canonical ids
   int threads = 0;
-  // Only blocks whose index i satisfies i % shard_count == shard_index are delivered
-  // (documents never span blocks: a block boundary is always a document boundary).
+  // Shard I of N reads only its contiguous slice of the input, about 1/N of it: u32 token files
+  // are cut at id positions I*T/N (T = ids in all files, in order; a cut inside a document
+  // carries the document's preceding ids as context, so counts do not depend on the cut); text
+  // corpora are cut at byte positions I*B/N, rounded to the next document (line or file) start.
   uint32_t shard_index = 0, shard_count = 1;
   // Ids per block of a u32 file (text: bytes per tokenized batch / 4). Only the granularity of
   // parallel work and shards; results do not depend on it.
@@ -34,7 +37,14 @@ struct TokenStreamStats {
   uint64_t documents = 0;
   uint64_t input_bytes = 0;  // total size of the inputs
   uint64_t replaced_utf8 = 0;
+  // This shard's slice of the input: [range_begin, range_end) of range_total token ids (u32
+  // files) or bytes (text corpora; document starts inside the slice).
+  uint64_t range_begin = 0, range_end = 0, range_total = 0;
+  bool range_in_bytes = false;
 };
+
+// [begin, end) of shard `index` of `count` over `total` units: floor(i * total / count).
+std::pair<uint64_t, uint64_t> ShardSlice(uint64_t total, uint32_t index, uint32_t count);
 
 // Total input size, for progress/ETA (0 when unknown).
 uint64_t InputBytes(const TokenStreamOptions& o);
@@ -44,7 +54,7 @@ uint64_t InputBytes(const TokenStreamOptions& o);
 // the block inside the same document (empty when the block starts a document), so every block can
 // be processed on its own, in any order, by any thread or shard.
 struct TokenBlock {
-  uint64_t index = 0;  // position in the stream (shards take index % count)
+  uint64_t index = 0;  // position in this shard's stream
   std::span<const uint32_t> context;
   std::span<const uint32_t> ids;
 };
