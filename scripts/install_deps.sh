@@ -15,6 +15,7 @@ pkgs=(
   nodejs npm
   xxhash vmtouch zstd bc fortunes-zh
   clang libclang-rt-14-dev
+  libcpp-httplib-dev nlohmann-json3-dev curl chromium
 )
 
 missing=()

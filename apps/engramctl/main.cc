@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   AddSortBucketsCommand(app);
   AddPrefetchCommand(app);
   AddRunCommand(app);
+  AddServeCommand(app);
   AddExportCommand(app);
   // Recorded in table provenance; argv[0] as the program name keeps outputs reproducible.
   CommandLine() = "engramctl";
