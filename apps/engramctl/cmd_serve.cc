@@ -55,14 +55,15 @@ void AddServeCommand(CLI::App& app) {
         so.api_key = engram::config::ApiKey(cfg);
         if (!so.api_key || so.api_key->empty()) {
           so.api_key.reset();
-          const std::string what = cfg.Where("api.api_key_env") + " names $" +
-                                   cfg.api.api_key_env + ", which is not set";
+          const std::string what = cfg.Where("api.api_key_env") + " names $" + cfg.api.api_key_env +
+                                   ", which is not set";
           ENGRAM_CHECK(!f->require_key, engram::Code::kConfig,
                        what << "; export " << cfg.api.api_key_env
                             << " with the key clients will send, or start without --require-key");
           rep.Log(engram::base::LogLevel::kWarning,
-                  "[serve] " + what + ": serving WITHOUT authentication; export it to require "
-                                      "'Authorization: Bearer <key>'");
+                  "[serve] " + what +
+                      ": serving WITHOUT authentication; export it to require "
+                      "'Authorization: Bearer <key>'");
         }
       }
     }
@@ -104,9 +105,9 @@ void AddServeCommand(CLI::App& app) {
     server.SetSession(std::move(session));
     int sig = 0;
     sigwait(&sigs, &sig);
-    rep.Log(engram::base::LogLevel::kInfo,
-            std::string("[serve] ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
-                ": finishing in-flight requests, then exiting");
+    rep.Log(engram::base::LogLevel::kInfo, std::string("[serve] ") +
+                                               (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
+                                               ": finishing in-flight requests, then exiting");
     server.Shutdown();
     rep.Log(engram::base::LogLevel::kInfo, "[serve] stopped");
   });

@@ -23,8 +23,8 @@ struct SessionInfo {
   bool engram = false;
   bool deterministic_addressing = true;
   uint32_t ngram_order = 0;
-  int max_batch = 1;     // requests generated together in one batch
-  int max_seq = 0;       // prompt + generated tokens per request
+  int max_batch = 1;  // requests generated together in one batch
+  int max_seq = 0;    // prompt + generated tokens per request
   int eos_token_id = -1;
   double load_seconds = 0;
 };
@@ -32,9 +32,9 @@ struct SessionInfo {
 // The table state that served a batch (a new state each time an append commits or a fold
 // replaces the file).
 struct TableState {
-  uint64_t generation = 0;        // 1 for the state loaded at start, +1 per reload
-  uint64_t journal_commits = 0;   // committed append transactions in that state
-  uint64_t journal_entries = 0;   // committed journal entries overlaid on the base
+  uint64_t generation = 0;       // 1 for the state loaded at start, +1 per reload
+  uint64_t journal_commits = 0;  // committed append transactions in that state
+  uint64_t journal_entries = 0;  // committed journal entries overlaid on the base
   uint64_t file_bytes = 0;
   bool stale = false;  // deterministic addressing met an unfolded journal: an older state serves
 };
@@ -61,7 +61,7 @@ struct GenerateResult {
   uint64_t prompt_tokens = 0, completion_tokens = 0;
   uint64_t prompt_lookups = 0, prompt_hits = 0;  // Engram lookups over the prompt's positions
   uint64_t gen_lookups = 0, gen_hits = 0;        // ... over the generated tokens' positions
-  bool bypass = false;  // the prompt is shorter than the n-gram order
+  bool bypass = false;                           // the prompt is shorter than the n-gram order
   TableState table;
   double prompt_seconds = 0, eval_seconds = 0;  // of the batch that served it
   int batch_size = 1;                           // requests in that batch

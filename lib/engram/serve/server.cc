@@ -45,7 +45,8 @@ double Rate(uint64_t hits, uint64_t lookups) {
 }
 
 json ErrorBody(int code, const std::string& message, const std::string& type) {
-  return json{{"error", {{"code", code}, {"message", message}, {"type", type}, {"param", nullptr}}}};
+  return json{
+      {"error", {{"code", code}, {"message", message}, {"type", type}, {"param", nullptr}}}};
 }
 
 void SendError(httplib::Response& res, int status, const std::string& message,
@@ -109,8 +110,8 @@ struct Server::Impl {
               h.empty() ? "missing API key: send 'Authorization: Bearer <key>' with the key this "
                           "server reads from $" +
                               opts.api_key_env
-                        : "incorrect API key: this server expects the key in $" +
-                              opts.api_key_env + " (the variable [api] api_key_env names)",
+                        : "incorrect API key: this server expects the key in $" + opts.api_key_env +
+                              " (the variable [api] api_key_env names)",
               "invalid_request_error");
     return false;
   }
@@ -164,8 +165,9 @@ struct Server::Impl {
           for (const auto& s : body["stop"]) job->req.stop.push_back(s.get<std::string>());
       }
       if (body.value("n", 1) != 1) {
-        SendError(res, 400, "n = " + std::to_string(body.value("n", 1)) +
-                                " is not supported; this server returns one choice (n = 1)",
+        SendError(res, 400,
+                  "n = " + std::to_string(body.value("n", 1)) +
+                      " is not supported; this server returns one choice (n = 1)",
                   "invalid_request_error");
         return false;
       }
@@ -306,7 +308,8 @@ struct Server::Impl {
     }
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
-        "text/event-stream", [this, job, sent_role = false](size_t, httplib::DataSink& sink) mutable {
+        "text/event-stream",
+        [this, job, sent_role = false](size_t, httplib::DataSink& sink) mutable {
           auto write = [&](const json& j) {
             std::string s = "data: " + j.dump() + "\n\n";
             return sink.write(s.data(), s.size());
@@ -370,9 +373,9 @@ struct Server::Impl {
     std::snprintf(line, sizeof line,
                   "engram_hit_rate: %.2f (prompt %.2f, generated %.2f; %llu hits / %llu lookups), "
                   "engram lookup miss: %llu (table generation %llu)",
-                  Rate(h, l), Rate(r.prompt_hits, r.prompt_lookups), Rate(r.gen_hits, r.gen_lookups),
-                  static_cast<unsigned long long>(h), static_cast<unsigned long long>(l),
-                  static_cast<unsigned long long>(l - h),
+                  Rate(h, l), Rate(r.prompt_hits, r.prompt_lookups),
+                  Rate(r.gen_hits, r.gen_lookups), static_cast<unsigned long long>(h),
+                  static_cast<unsigned long long>(l), static_cast<unsigned long long>(l - h),
                   static_cast<unsigned long long>(r.table.generation));
     rep.Log(LogLevel::kInfo, head + line);
   }
@@ -420,8 +423,8 @@ struct Server::Impl {
           ++latency_counts[k];
           latency_sum += secs;
           if (r.finish_reason != "error" && r.prompt_lookups + r.gen_lookups > 0) {
-            recent.emplace_back(job.id, Rate(r.prompt_hits + r.gen_hits,
-                                             r.prompt_lookups + r.gen_lookups));
+            recent.emplace_back(job.id,
+                                Rate(r.prompt_hits + r.gen_hits, r.prompt_lookups + r.gen_lookups));
             if (recent.size() > 60) recent.pop_front();
           }
         }
@@ -451,7 +454,8 @@ struct Server::Impl {
            name + " " + b + "\n";
     };
     const model::TableState st = session ? session->table_state() : model::TableState{};
-    metric("engram_model_loaded", "gauge", "1 once the model and table are loaded", session ? 1 : 0);
+    metric("engram_model_loaded", "gauge", "1 once the model and table are loaded",
+           session ? 1 : 0);
     metric("engram_requests_total", "counter", "Generation requests answered", requests);
     metric("engram_requests_failed_total", "counter", "Generation requests that failed", failed);
     metric("engram_requests_cancelled_total", "counter", "Requests whose client went away",
@@ -505,11 +509,20 @@ struct Server::Impl {
     std::string o;
     for (char c : s) {
       switch (c) {
-        case '<': o += "&lt;"; break;
-        case '>': o += "&gt;"; break;
-        case '&': o += "&amp;"; break;
-        case '"': o += "&quot;"; break;
-        default: o += c;
+        case '<':
+          o += "&lt;";
+          break;
+        case '>':
+          o += "&gt;";
+          break;
+        case '&':
+          o += "&amp;";
+          break;
+        case '"':
+          o += "&quot;";
+          break;
+        default:
+          o += c;
       }
     }
     return o;
@@ -527,18 +540,19 @@ struct Server::Impl {
     auto row = [&](const std::string& k, const std::string& v, const char* id) {
       h += "<tr><td>" + k + "</td><td id=\"" + id + "\">" + Html(v) + "</td></tr>";
     };
-    row("model", session ? session->info().model_name + " (" + session->info().model_dir + ")"
-                         : "loading",
+    row("model",
+        session ? session->info().model_name + " (" + session->info().model_dir + ")" : "loading",
         "model");
     row("table", session ? session->info().table_path : "", "table");
     row("config", opts.config_path, "config");
     row("table generation", std::to_string(st.generation), "generation");
-    row("journal", std::to_string(st.journal_commits) + " commits, " +
-                       std::to_string(st.journal_entries) + " entries" +
-                       (st.stale ? " (not folded: run engramctl sort-buckets)" : ""),
+    row("journal",
+        std::to_string(st.journal_commits) + " commits, " + std::to_string(st.journal_entries) +
+            " entries" + (st.stale ? " (not folded: run engramctl sort-buckets)" : ""),
         "journal");
-    row("requests", std::to_string(requests) + " (" + std::to_string(failed) + " failed, " +
-                        std::to_string(rejected) + " rejected)",
+    row("requests",
+        std::to_string(requests) + " (" + std::to_string(failed) + " failed, " +
+            std::to_string(rejected) + " rejected)",
         "requests");
     row("engram_hit_rate (all requests)", num, "hit-rate");
     h += "</table><h2>engram_hit_rate of the last " + std::to_string(recent.size()) +
@@ -558,8 +572,8 @@ struct Server::Impl {
     }
     h += "\"/></svg><p>last:";
     for (size_t i = recent.size() > 10 ? recent.size() - 10 : 0; i < recent.size(); ++i) {
-      std::snprintf(num, sizeof num, " #%llu %.2f", static_cast<unsigned long long>(recent[i].first),
-                    recent[i].second);
+      std::snprintf(num, sizeof num, " #%llu %.2f",
+                    static_cast<unsigned long long>(recent[i].first), recent[i].second);
       h += num;
     }
     h += "</p></body></html>\n";
@@ -592,10 +606,11 @@ int Server::Start() {
                       {"object", "model"},
                       {"created", 0},
                       {"owned_by", "engramctl"},
-                      {"meta", {{"table", d.session->info().table_path},
-                                {"max_batch", d.session->info().max_batch},
-                                {"context", d.session->info().max_seq},
-                                {"chat_template", kPlainChatTemplate}}}});
+                      {"meta",
+                       {{"table", d.session->info().table_path},
+                        {"max_batch", d.session->info().max_batch},
+                        {"context", d.session->info().max_seq},
+                        {"chat_template", kPlainChatTemplate}}}});
     res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
   });
   d.http.Post("/v1/completions", [&d](const httplib::Request& req, httplib::Response& res) {

@@ -1,6 +1,7 @@
-// `engramctl serve`: an OpenAI-compatible HTTP endpoint over a model::Session (schemas/http_api.md).
-// The only includer of cpp-httplib. Endpoints: GET /health, GET /v1/models, POST /v1/completions,
-// POST /v1/chat/completions (stream or not), GET /metrics (Prometheus text), GET / (status page).
+// `engramctl serve`: an OpenAI-compatible HTTP endpoint over a model::Session
+// (schemas/http_api.md). The only includer of cpp-httplib. Endpoints: GET /health, GET /v1/models,
+// POST /v1/completions, POST /v1/chat/completions (stream or not), GET /metrics (Prometheus text),
+// GET / (status page).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,7 @@ struct ServeOptions {
   std::string api_key_env;  // the variable it came from (named in 401 bodies)
   // Requests waiting for a batch slot; beyond it, 503 with Retry-After. 0 = 4 x max_batch.
   size_t queue_capacity = 0;
-  int max_batch = 1;  // requests generated together (the session's max_batch)
+  int max_batch = 1;        // requests generated together (the session's max_batch)
   std::string config_path;  // shown on the status page
 };
 
