@@ -487,7 +487,7 @@ struct Server::Impl {
     m += "# HELP engram_request_duration_seconds Request latency from arrival to completion\n"
          "# TYPE engram_request_duration_seconds histogram\n";
     uint64_t cum = 0;
-    char b[128];
+    char b[512];
     for (size_t k = 0; k < std::size(kLatencyBuckets); ++k) {
       cum += latency_counts[k];
       std::snprintf(b, sizeof b, "engram_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
