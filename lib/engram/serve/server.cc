@@ -360,6 +360,10 @@ struct Server::Impl {
       rep.Log(LogLevel::kWarning, head + "failed: " + r.error);
       return;
     }
+    if (r.finish_reason == "cancelled")
+      rep.Log(LogLevel::kInfo, head + "cancelled: the client went away after " +
+                                   std::to_string(r.completion_tokens) +
+                                   " generated token(s); its generation stopped");
     if (!session->info().engram) return;
     if (r.bypass)
       rep.Log(LogLevel::kInfo, head + "engram bypass: the prompt has " +
@@ -475,6 +479,8 @@ struct Server::Impl {
     metric("engram_batched_requests_total", "counter", "Requests over all batches",
            batched_requests);
     metric("engram_queue_depth", "gauge", "Requests waiting for a batch slot", queue.size());
+    metric("engram_requests_in_flight", "gauge", "Requests queued or generating",
+           queue.size() + running);
     metric("engram_table_generation", "gauge", "Table state serving requests (+1 per reload)",
            st.generation);
     metric("engram_journal_commits", "gauge", "Committed append transactions in that state",
