@@ -16,6 +16,7 @@ pkgs=(
   xxhash vmtouch zstd bc fortunes-zh
   clang libclang-rt-14-dev
   slurm-wlm munge
+  libcpp-httplib-dev nlohmann-json3-dev curl chromium
 )
 
 missing=()

@@ -7,7 +7,9 @@
 #include "engram/base/file.h"
 #include "engram/base/json.h"
 #include "engram/base/units.h"
+#include "engram/config/config.h"
 #include "engram/model/run.h"
+#include "engram/serve/client.h"
 
 namespace engramctl {
 
@@ -21,6 +23,57 @@ CLI::Validator AtLeast(int lo, std::string what) {
       },
       "", "");
 }
+
+// `run --remote`: each prompt as one chat request; the reply on stdout as run prints it, the
+// server's hit rates (when it is engramctl) on stderr.
+void RunRemote(const engram::model::RunOptions& o, const std::string& url_flag,
+               StderrReporter& rep) {
+  engram::config::Config cfg = o.config_path.empty() ? engram::config::Parse("", "(defaults)")
+                                                     : engram::config::Load(o.config_path);
+  engram::serve::RemoteOptions ro;
+  ro.base_url = url_flag.empty() ? cfg.api.base_url : url_flag;
+  ENGRAM_CHECK(!ro.base_url.empty(), engram::Code::kInvalidArgument,
+               "--remote needs a URL: give --remote http://HOST:PORT or set [api] base_url in "
+               "the config");
+  ro.timeout_s = cfg.api.timeout;
+  if (!cfg.api.api_key_env.empty()) {
+    ro.key_origin = "$" + cfg.api.api_key_env + " (named by " + cfg.Where("api.api_key_env") + ")";
+    ro.api_key = engram::config::ApiKey(cfg);
+    ENGRAM_CHECK(ro.api_key && !ro.api_key->empty(), engram::Code::kConfig,
+                 cfg.Where("api.api_key_env")
+                     << " names $" << cfg.api.api_key_env << ", which is not set; export "
+                     << cfg.api.api_key_env
+                     << "=<key> (the exported name must match) — nothing was sent");
+  } else {
+    ro.key_origin = "[api] api_key_env is not set in the config";
+  }
+  ENGRAM_CHECK(o.n_predict >= 0, engram::Code::kInvalidArgument,
+               "-n -1 (until end of text) is for local runs; give --remote a token count, e.g. "
+               "-n 256");
+  for (const auto& p : o.prompts) {
+    ro.prompt = p;
+    ro.max_tokens = o.n_predict;
+    ro.temperature = o.temperature;
+    ro.top_k = o.top_k;
+    ro.top_p = o.top_p;
+    ro.seed = o.seed;
+    engram::serve::RemoteReply r = engram::serve::RemoteChat(ro);
+    PrintStdout(p + r.text + "\n");
+    if (r.has_engram) {
+      auto rate = [](uint64_t h, uint64_t l) { return l ? double(h) / double(l) : 0.0; };
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "[engram] remote: engram_hit_rate: %.2f (prompt %.2f, generated %.2f; %llu "
+                    "hits / %llu lookups), engram lookup miss: %llu (table generation %llu)",
+                    rate(r.hits, r.lookups), rate(r.prompt_hits, r.prompt_lookups),
+                    rate(r.gen_hits, r.gen_lookups), (unsigned long long)r.hits,
+                    (unsigned long long)r.lookups, (unsigned long long)(r.lookups - r.hits),
+                    (unsigned long long)r.table_generation);
+      rep.Log(engram::base::LogLevel::kInfo, line);
+    }
+  }
+}
+
 }  // namespace
 
 void AddRunCommand(CLI::App& app) {
@@ -28,6 +81,8 @@ void AddRunCommand(CLI::App& app) {
     engram::model::RunOptions o;
     std::string prompt, file;
     bool json = false;
+    std::string remote;
+    CLI::Option* remote_opt = nullptr;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* s = app.add_subcommand(
@@ -80,9 +135,20 @@ void AddRunCommand(CLI::App& app) {
   s->add_option("--dump-logits", f->o.dump_logits_path,
                 "Write every step's logits to FILE as raw little-endian f32, prompt by prompt "
                 "(parity tests)");
+  f->remote_opt =
+      s->add_option("--remote", f->remote,
+                    "Send the prompt(s) as chat requests to an OpenAI-compatible server (default "
+                    "URL: [api] base_url; key from the variable [api] api_key_env names)")
+          ->expected(0, 1);
   s->callback([f] {
     StderrReporter rep;
     auto& o = f->o;
+    // "--remote PROMPT": the optional URL took the prompt; a URL always has a scheme.
+    if (f->remote_opt->count() > 0 && !f->remote.empty() &&
+        f->remote.find("://") == std::string::npos && f->prompt.empty()) {
+      f->prompt = f->remote;
+      f->remote.clear();
+    }
     if (!f->prompt.empty()) o.prompts.push_back(f->prompt);
     std::string text;
     if (!f->file.empty())
@@ -98,6 +164,10 @@ void AddRunCommand(CLI::App& app) {
     }
     ENGRAM_CHECK(!o.prompts.empty(), engram::Code::kInvalidArgument,
                  "no prompt: give one, -f FILE, or text on stdin");
+    if (f->remote_opt->count() > 0) {
+      RunRemote(o, f->remote, rep);
+      return;
+    }
     o.dump_logits = !o.dump_logits_path.empty();
     engram::model::RunFn fn = engram::model::LoadModelPlugin();
     engram::model::RunResult r;

@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
   AddSortBucketsCommand(app);
   AddPrefetchCommand(app);
   AddRunCommand(app);
+  AddServeCommand(app);
   AddExportCommand(app);
   AddCompletionCommand(app);
   // Recorded in table provenance; argv[0] as the program name keeps outputs reproducible.

@@ -59,11 +59,9 @@ const KeyDef kKeys[] = {
     {"inference.max_batch_size", Kind::kInt, nullptr},
     {"inference.kv_cache_dtype", Kind::kString, nullptr},
     {"inference.gpu_memory_utilization", Kind::kFloat, nullptr},
-    {"api.base_url", Kind::kString,
-     "accepted and unused: engramctl serves locally and makes no API calls"},
+    {"api.base_url", Kind::kString, nullptr},
     {"api.api_key_env", Kind::kString, nullptr},
-    {"api.timeout", Kind::kFloat,
-     "accepted and unused: engramctl serves locally and makes no API calls"},
+    {"api.timeout", Kind::kFloat, nullptr},
 };
 
 const std::set<std::string> kSections = {"model",        "moe",       "engram",

@@ -7,6 +7,7 @@
 
 #include "engram/base/file.h"
 #include "engram/model/run.h"
+#include "engram/model/session.h"
 
 namespace engram::model {
 
@@ -41,6 +42,22 @@ RunFn LoadModelPlugin() {
       "libtorch "
       "(-DENGRAM_WITH_TORCH=OFF) or the library is missing; rebuild with -DENGRAM_WITH_TORCH=ON"
           << errors);
+}
+
+// The session entry point lives in the same library: find it through the run entry point (which
+// loads the library, with its messages) so that the search order stays in one place.
+OpenSessionFn LoadSessionPlugin() {
+  RunFn run = LoadModelPlugin();
+  Dl_info info{};
+  ENGRAM_CHECK(::dladdr(reinterpret_cast<void*>(run), &info) != 0 && info.dli_fname,
+               Code::kInternal, "cannot locate the loaded model module");
+  void* h = ::dlopen(info.dli_fname, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  ENGRAM_CHECK(h != nullptr, Code::kInternal, info.dli_fname << ": " << ::dlerror());
+  auto fn = reinterpret_cast<OpenSessionFn>(::dlsym(h, kSessionSymbol));
+  ENGRAM_CHECK(fn != nullptr, Code::kInternal,
+               info.dli_fname << " has no " << kSessionSymbol
+                              << "; it belongs to another engramctl version");
+  return fn;
 }
 
 }  // namespace engram::model

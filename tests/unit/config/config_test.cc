@@ -80,7 +80,9 @@ TEST_CASE("the DESIGN skeleton loads as-is, with notes for keys that mean nothin
   CHECK(notes.find("model.trust_remote_code") != std::string::npos);
   CHECK(notes.find("moe.router_jitter") != std::string::npos);
   CHECK(notes.find("moe.expert_parallel") != std::string::npos);
-  CHECK(notes.find("api.base_url") != std::string::npos);
+  // [api] base_url and timeout are used (serve's client, run --remote): no note for them.
+  CHECK(notes.find("api.base_url") == std::string::npos);
+  CHECK(c.api.timeout == 120);
 }
 
 TEST_CASE("hash_buckets = 2000000 in native mode is refused with 2097152 suggested") {
