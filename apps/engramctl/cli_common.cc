@@ -151,14 +151,15 @@ void StderrReporter::ProgressDone(std::string_view phase) {
 }
 
 std::optional<engram::config::Config> LoadConfigIfAny(const std::string& path,
-                                                      engram::base::Reporter& r) {
+                                                      engram::base::Reporter& r, bool show_notes) {
   if (path.empty()) return std::nullopt;
   engram::config::Config c = engram::config::Load(path);
   std::stable_sort(c.notes.begin(), c.notes.end(),
                    [](const auto& a, const auto& b) { return a.line < b.line; });
-  for (const auto& n : c.notes)
-    r.Log(engram::base::LogLevel::kNote,
-          path + ":" + std::to_string(n.line) + ": " + n.key + ": " + n.text);
+  if (show_notes || Globals().verbose)
+    for (const auto& n : c.notes)
+      r.Log(engram::base::LogLevel::kNote,
+            path + ":" + std::to_string(n.line) + ": " + n.key + ": " + n.text);
   if (c.table_path_from_env)
     r.Log(engram::base::LogLevel::kNote,
           "ENGRAM_TABLE_PATH overrides [engram.table] path: " + c.table.path);

@@ -34,6 +34,7 @@ int ExitCodeFor(engram::Code code);
 struct GlobalFlags {
   bool quiet = false;
   bool no_progress = false;
+  bool verbose = false;  // -v: also the config notes every command would otherwise keep quiet
 };
 GlobalFlags& Globals();
 
@@ -60,9 +61,11 @@ class StderrReporter : public engram::base::Reporter {
 // A subcommand's exit status, set by its callback (main returns it).
 int& CommandExit();
 
-// Loads --config when given (notes go to the reporter); nullopt when path is empty.
+// Loads --config when given; nullopt when path is empty. Notes about keys that mean nothing to
+// engramctl go to the reporter only with show_notes (verify --config) or -v, not on every command.
 std::optional<engram::config::Config> LoadConfigIfAny(const std::string& path,
-                                                      engram::base::Reporter& r);
+                                                      engram::base::Reporter& r,
+                                                      bool show_notes = false);
 // The tokenizer a config names: [model] tokenizer, else <[model] path>/tokenizer.json, else "".
 std::string TokenizerFromConfig(const engram::config::Config& c);
 

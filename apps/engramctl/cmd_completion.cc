@@ -33,8 +33,7 @@ std::string BashScript(const CLI::App& root) {
         "  done\n"
         "  case $sub in\n"
         "    '') COMPREPLY=($(compgen -W '"
-     << commands << " " << OptionWords(&root)
-     << "' -- \"$cur\")); return ;;\n";
+     << commands << " " << OptionWords(&root) << "' -- \"$cur\")); return ;;\n";
   for (const CLI::App* sub : root.get_subcommands([](const CLI::App*) { return true; }))
     os << "    " << sub->get_name() << ") opts='" << OptionWords(sub) << "' ;;\n";
   os << "    *) opts= ;;\n"

@@ -169,6 +169,7 @@ void AddRunCommand(CLI::App& app) {
       return;
     }
     o.dump_logits = !o.dump_logits_path.empty();
+    o.show_config_notes = Globals().verbose;
     engram::model::RunFn fn = engram::model::LoadModelPlugin();
     engram::model::RunResult r;
     std::string error;

@@ -57,7 +57,9 @@ void AddTokenizeCommand(CLI::App& app) {
               "Print (or with -o write as u32) the canonical id of every token id");
   s->add_flag("--info", f->info,
               "Print the tokenizer's vocabulary size, canonical vocabulary and fingerprint");
-  s->add_flag("--json", f->json, "Print JSON: ids, tokens and (with --canonical) canonical ids");
+  s->add_flag("--json", f->json,
+              "Print JSON: ids, tokens (vocabulary strings), text (what each token reads as) and "
+              "(with --canonical) canonical ids");
   s->callback([f] {
     StderrReporter rep;
     auto cfg = LoadConfigIfAny(f->config_path, rep);
@@ -165,6 +167,9 @@ void AddTokenizeCommand(CLI::App& app) {
           j += "],\"tokens\":[";
           for (size_t i = 0; i < all[d].size(); ++i)
             j += (i ? "," : "") + engram::base::JsonString(tok->IdToToken(all[d][i]));
+          j += "],\"text\":[";
+          for (size_t i = 0; i < all[d].size(); ++i)
+            j += (i ? "," : "") + engram::base::JsonString(tok->TokenText(all[d][i]));
         }
         j += "]}";
       }

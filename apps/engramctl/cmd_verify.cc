@@ -25,7 +25,7 @@ void AddVerifyCommand(CLI::App& app) {
   s->add_flag("--json", f->json, "Print the report as JSON");
   s->callback([f] {
     StderrReporter rep;
-    auto cfg = LoadConfigIfAny(f->config_path, rep);
+    auto cfg = LoadConfigIfAny(f->config_path, rep, /*show_notes=*/true);
     if (cfg) {
       f->o.config = &*cfg;
       if (f->table.empty()) f->table = cfg->table.path;

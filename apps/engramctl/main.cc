@@ -85,6 +85,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.add_flag("-q,--quiet", Globals().quiet, "Print only warnings and errors on stderr");
   app.add_flag("--no-progress", Globals().no_progress, "Never draw progress lines");
+  app.add_flag("-v,--verbose", Globals().verbose,
+               "Also print the config notes (keys engramctl accepts but does not use) that only "
+               "'verify --config' prints by default");
   app.fallthrough();
   AddBuildCommand(app);
   AddMergeCommand(app);

@@ -296,6 +296,8 @@ class Loader {
         Problem("model.device", Line("model.device"), "= \"" + d + "\"; use \"cpu\" or \"cuda:N\"");
     }
     Bool("model.trust_remote_code", &c.model.trust_remote_code);
+    if (!c.model.trust_remote_code)  // false asks for nothing: no note to give
+      std::erase_if(c.notes, [](const Note& n) { return n.key == "model.trust_remote_code"; });
     Str("model.path", &c.model.path);
     Str("model.tokenizer", &c.model.tokenizer);
 

@@ -35,6 +35,7 @@ struct RunOptions {
   bool dump_logits = false;          // keep every step's logits (parity tests)
   std::string dump_logits_path;  // write them there as raw little-endian f32 (prompt, step, vocab)
   int max_batch = 0;             // 0 = [inference] max_batch_size
+  bool show_config_notes = false;  // print notes on config keys engramctl does not use (-v)
 };
 
 struct PromptResult {

@@ -287,8 +287,9 @@ void CheckTableAgainstModel(const table::Layout& l, const ModelConfig& mc, uint6
 void LoadSetup(const RunOptions& o, base::Reporter& rep, Setup& s, RunResult& res) {
   s.cfg = o.config_path.empty() ? config::Parse("", "(defaults)") : config::Load(o.config_path);
   for (const auto& n : s.cfg.notes)
-    rep.Log(LogLevel::kNote,
-            s.cfg.source_path + ":" + std::to_string(n.line) + ": " + n.key + ": " + n.text);
+    if (o.show_config_notes)
+      rep.Log(LogLevel::kNote,
+              s.cfg.source_path + ":" + std::to_string(n.line) + ": " + n.key + ": " + n.text);
   std::string device = o.device.empty() ? s.cfg.model.device : o.device;
   if (device.rfind("cuda", 0) == 0) {
     ENGRAM_CHECK(TorchHasCuda(), Code::kInvalidArgument,

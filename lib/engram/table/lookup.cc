@@ -57,6 +57,7 @@ LookupResult Lookup(const LookupOptions& o) {
       p.pos = static_cast<uint32_t>(i);
       p.token_id = ids[i];
       p.token = tok->IdToToken(ids[i]);
+      p.text = tok->TokenText(ids[i]);
       ENGRAM_CHECK(l.Canonical(ids[i], &p.canonical), Code::kInvalidArgument,
                    "token id " << ids[i] << " is outside the table's vocabulary of "
                                << l.canon_map.size()
@@ -68,7 +69,10 @@ LookupResult Lookup(const LookupOptions& o) {
       LookupPosition p;
       p.pos = static_cast<uint32_t>(i);
       p.token_id = o.ids[i];
-      if (tok) p.token = tok->IdToToken(o.ids[i]);
+      if (tok) {
+        p.token = tok->IdToToken(o.ids[i]);
+        p.text = tok->TokenText(o.ids[i]);
+      }
       ENGRAM_CHECK(l.Canonical(o.ids[i], &p.canonical), Code::kInvalidArgument,
                    "--ids: token id "
                        << o.ids[i] << " is outside the vocabulary ("
@@ -163,7 +167,9 @@ std::string LookupResult::ToText() const {
   const size_t per = s.per_layer();
   for (const auto& p : positions) {
     os << "#" << p.pos;
-    if (p.token_id >= 0) os << " " << base::JsonString(p.token) << " id " << p.token_id;
+    if (p.token_id >= 0)
+      os << " " << base::JsonString(p.text) << " (token " << base::JsonString(p.token) << ") id "
+         << p.token_id;
     os << " canonical " << p.canonical << "\n";
     for (size_t li = 0; li < s.n_layers(); ++li)
       for (uint32_t n = hash::kMinOrder; n <= s.max_order; ++n) {
@@ -212,7 +218,8 @@ std::string LookupResult::ToJson() const {
     const auto& p = positions[i];
     os << (i ? "," : "") << "{\"pos\":" << p.pos;
     if (p.token_id >= 0)
-      os << ",\"id\":" << p.token_id << ",\"token\":" << base::JsonString(p.token);
+      os << ",\"id\":" << p.token_id << ",\"token\":" << base::JsonString(p.token)
+         << ",\"text\":" << base::JsonString(p.text);
     os << ",\"canonical\":" << p.canonical << ",\"layers\":[";
     for (size_t li = 0; li < s.n_layers(); ++li) {
       os << (li ? "," : "") << "{\"layer\":" << s.layer_ids[li] << ",\"orders\":[";

@@ -36,6 +36,7 @@ struct LookupCell {
 struct LookupPosition {
   uint32_t pos = 0;
   std::string token;      // vocabulary string ("" for canonical input)
+  std::string text;       // what the token reads as (Tokenizer::TokenText)
   int64_t token_id = -1;  // -1 for canonical input
   uint32_t canonical = 0;
   std::vector<LookupCell> cells;  // [layer][order-2][head]

@@ -217,12 +217,16 @@ void CheckConfig(const Reader& r, const VerifyOptions& o, bool journal_has_entri
   const Layout& l = r.layout();
   for (const std::string& p : config::LayoutProblems(c)) Add(rep, 0, 0, "config", Code::kConfig, p);
   const auto& e = c.engram;
+  // Only keys the user set are compared: a default is not a claim about this table.
   auto mismatch = [&](const std::string& key, const std::string& cfg, const std::string& table,
                       const std::string& fix) {
+    if (!c.Has(key)) return;
     Add(rep, 0, 0, "config " + key, Code::kConfig,
         c.Where(key) + " = " + cfg + " but the table has " + table + "; " + fix);
   };
-  const std::string rebuild = "rebuild the table with this config or fix the config";
+  const std::string rebuild = "rebuild the table with 'engramctl build --config " +
+                              (c.source_path.empty() ? std::string("CONFIG") : c.source_path) +
+                              "' or fix the config";
   if (e.ngram_order != l.spec.max_order)
     mismatch("engram.ngram_order", std::to_string(e.ngram_order),
              "order " + std::to_string(l.spec.max_order), rebuild);
@@ -248,17 +252,20 @@ void CheckConfig(const Reader& r, const VerifyOptions& o, bool journal_has_entri
     for (auto id : l.spec.layer_ids) t += (t.empty() ? "" : ", ") + std::to_string(id);
     mismatch("engram.layer_ids", "(as listed)", "layers [" + t + "]", rebuild);
   }
-  if (e.n_heads && e.embed_dim % e.n_heads == 0 && e.embed_dim / e.n_heads != l.row_dim)
-    mismatch("engram.embed_dim", std::to_string(e.embed_dim),
-             "rows of " + std::to_string(l.row_dim) +
-                 " values (embed_dim = row width x n_heads = " +
-                 std::to_string(l.row_dim * e.n_heads) + ")",
-             rebuild);
+  // embed_dim = row width x heads, with the heads the config sets or else the table's.
+  const uint32_t heads = c.Has("engram.n_heads") && e.n_heads ? e.n_heads : l.spec.n_heads;
+  if (heads && e.embed_dim != uint64_t{l.row_dim} * heads)
+    mismatch(
+        "engram.embed_dim", std::to_string(e.embed_dim),
+        "rows of " + std::to_string(l.row_dim) + " values x " + std::to_string(heads) + " heads",
+        "set engram.embed_dim = " + std::to_string(uint64_t{l.row_dim} * heads) + ", or " +
+            rebuild);
   if (auto dt = base::ParseDType(e.lookup_dtype); dt && *dt != l.dtype)
     mismatch("engram.lookup_dtype", "\"" + e.lookup_dtype + "\"",
              std::string(base::DTypeName(l.dtype)) + " rows",
-             "convert the table or set lookup_dtype = \"" + std::string(base::DTypeName(l.dtype)) +
-                 "\"");
+             "set engram.lookup_dtype = \"" + std::string(base::DTypeName(l.dtype)) +
+                 "\", or rebuild the table with 'engramctl build --dtype " +
+                 std::string(base::DTypeName(*dt)) + "'");
   if (!o.tokenizer_path.empty()) {
     uint64_t fp = CanonicalInfoFor(o.tokenizer_path).fingerprint;
     if (fp != l.tokenizer_fingerprint)

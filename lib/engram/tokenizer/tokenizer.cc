@@ -2,6 +2,7 @@
 #include "engram/tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "engram/base/error.h"
@@ -337,6 +338,74 @@ std::string Tokenizer::Decode(std::span<const uint32_t> ids, bool skip_special_t
   }
   std::string out;
   for (auto& s : impl_->decoder->DecodeChain(std::move(tokens))) out += s;
+  return out;
+}
+
+namespace {
+// Length of the valid UTF-8 sequence at s[i], or 0 (RFC 3629: no overlongs, surrogates, or code
+// points above U+10FFFF).
+size_t Utf8SequenceAt(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<uint8_t>(s[i + k]); };
+  const size_t left = s.size() - i;
+  const uint8_t c = b(0);
+  if (c < 0x80) return 1;
+  auto cont = [&](size_t k) { return k < left && (b(k) & 0xC0) == 0x80; };
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (!cont(1) || !cont(2)) return 0;
+    if ((c == 0xE0 && b(1) < 0xA0) || (c == 0xED && b(1) > 0x9F)) return 0;
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (!cont(1) || !cont(2) || !cont(3)) return 0;
+    if ((c == 0xF0 && b(1) < 0x90) || (c == 0xF4 && b(1) > 0x8F)) return 0;
+    return 4;
+  }
+  return 0;
+}
+}  // namespace
+
+std::string Tokenizer::TokenText(uint32_t id) const {
+  if (auto it = impl_->added_by_id.find(id); it != impl_->added_by_id.end())
+    return impl_->added[it->second].content;
+  const std::string* s = impl_->model->IdToToken(id);
+  if (!s) return "";
+  // A byte-level vocabulary string maps back to raw bytes; anything else is decoded as is.
+  std::string raw;
+  bool byte_level = true;
+  for (size_t i = 0; i < s->size() && byte_level;) {
+    size_t n = Utf8SequenceAt(*s, i);
+    if (n == 0) {
+      byte_level = false;
+      break;
+    }
+    char32_t cp = static_cast<uint8_t>((*s)[i]);
+    if (n > 1) {
+      cp &= n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07;
+      for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<uint8_t>((*s)[i + k]) & 0x3F);
+    }
+    int byte = CharToByte(cp);
+    if (byte < 0) byte_level = false;
+    raw.push_back(static_cast<char>(byte));
+    i += n;
+  }
+  if (!byte_level) {
+    uint32_t one[1] = {id};
+    raw = Decode(one);
+  }
+  std::string out;
+  for (size_t i = 0; i < raw.size();) {
+    size_t n = Utf8SequenceAt(raw, i);
+    if (n == 0) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "<0x%02X>", static_cast<uint8_t>(raw[i]));
+      out += hex;
+      ++i;
+    } else {
+      out.append(raw, i, n);
+      i += n;
+    }
+  }
   return out;
 }
 

@@ -52,6 +52,9 @@ class Tokenizer {
   std::optional<uint32_t> TokenToId(std::string_view token) const;
   // The vocabulary string of an id (added token content for added tokens), "" if none.
   std::string IdToToken(uint32_t id) const;
+  // What a person reads for one token: its decoded text ("深度" for the vocabulary string
+  // "æ·±åº¦"), with each byte of an incomplete UTF-8 sequence written as <0xE6>. "" if no such id.
+  std::string TokenText(uint32_t id) const;
   bool IsSpecial(uint32_t id) const;
   // schemas/table_format.md §4.4
   uint64_t Fingerprint() const;
