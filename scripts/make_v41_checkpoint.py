@@ -27,7 +27,9 @@ for i, layer in enumerate(a["layer_ids"]):
     rows = sum(a["sizes"][i * per_layer:(i + 1) * per_layer])
     wname = f"model.layers.{layer}.engram.multi_head_embedding.embedding.weight"
     sname = f"model.layers.{layer}.engram.multi_head_embedding.embedding.scale"
-    w = rng.integers(0, 256, size=rows * 256, dtype=np.uint8).tobytes()
+    w = rng.integers(0, 256, size=rows * 256, dtype=np.uint8)
+    w[(w & 0x7F) == 0x7F] ^= 1  # 0x7F/0xFF are e4m3fn NaN: a table's rows are finite
+    w = w.tobytes()
     s = rng.integers(110, 140, size=rows * 8, dtype=np.uint8).tobytes()
     hdr = {"__metadata__": {"format": "pt"},
            wname: {"dtype": "F8_E4M3", "shape": [rows, 256], "data_offsets": [0, len(w)]},

@@ -47,6 +47,11 @@ void AddLookupCommand(CLI::App& app) {
     } else if (cfg && !cfg->table.path.empty() && engram::base::PathExists(cfg->table.path)) {
       o.table_path = cfg->table.path;
     }
+    // Two positionals, or one beside --ids/--canonical-ids: the first can only be the table.
+    const bool ids_given = !f->ids.empty() || !f->canonical_ids.empty();
+    ENGRAM_CHECK(!o.table_path.empty() || args.size() < (ids_given ? 1u : 2u), engram::Code::kIo,
+                 args[0] << ": no such table file; check the path (TABLE comes first, then the "
+                            "input)");
     int inputs = !args.empty() + !f->ids.empty() + !f->canonical_ids.empty();
     ENGRAM_CHECK(inputs == 1 && args.size() <= 1, engram::Code::kInvalidArgument,
                  "give exactly one input: \"text\", --ids 1,2,3 or --canonical-ids 1,2,3 (after an "

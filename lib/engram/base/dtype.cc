@@ -214,4 +214,81 @@ void DecodeRow(DType t, const uint8_t* in, const uint8_t* scales, std::span<floa
   }
 }
 
+size_t FirstNonFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t n) noexcept {
+  switch (t) {
+    case DType::kF32:
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t x;
+        std::memcpy(&x, in + 4 * i, 4);
+        if ((x & 0x7F800000u) == 0x7F800000u) return i;
+      }
+      return n;
+    case DType::kBF16:
+    case DType::kF16: {
+      const uint16_t mask = t == DType::kBF16 ? 0x7F80 : 0x7C00;
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t x;
+        std::memcpy(&x, in + 2 * i, 2);
+        if ((x & mask) == mask) return i;
+      }
+      return n;
+    }
+    case DType::kF8E4M3:
+      for (size_t i = 0; i < n; ++i) {
+        const uint8_t s = scales[i / kFp8BlockSize];
+        // 448 * 2^(s-127) stays below FLT_MAX up to s = 246; above it, decode.
+        if ((in[i] & 0x7F) == 0x7F || s == 0xFF ||
+            (s > 246 && !std::isfinite(kE4M3[in[i]] * E8M0ToFloat(s))))
+          return i;
+      }
+      return n;
+  }
+  return 0;
+}
+
+bool AllFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t n) noexcept {
+  switch (t) {
+    case DType::kF32: {
+      uint32_t bad = 0;
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t x;
+        std::memcpy(&x, in + 4 * i, 4);
+        bad |= (x & 0x7F800000u) == 0x7F800000u;
+      }
+      return !bad;
+    }
+    case DType::kBF16:
+    case DType::kF16: {
+      const uint16_t mask = t == DType::kBF16 ? 0x7F80 : 0x7C00;
+      uint32_t bad = 0;
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t x;
+        std::memcpy(&x, in + 2 * i, 2);
+        bad |= (x & mask) == mask;
+      }
+      return !bad;
+    }
+    case DType::kF8E4M3: {
+      uint32_t bad = 0;
+      for (size_t i = 0; i < n; ++i) bad |= (in[i] & 0x7F) == 0x7F;
+      for (size_t b = 0; b < n / kFp8BlockSize; ++b) bad |= scales[b] > 246;
+      return !bad || FirstNonFinite(t, in, scales, n) == n;
+    }
+  }
+  return false;
+}
+
+float MaxFinite(DType t) noexcept {
+  switch (t) {
+    case DType::kF32:
+    case DType::kF8E4M3:
+      return std::numeric_limits<float>::max();
+    case DType::kBF16:
+      return BF16ToFloat(0x7F7F);
+    case DType::kF16:
+      return 65504.0f;
+  }
+  return 0;
+}
+
 }  // namespace engram::base

@@ -39,5 +39,12 @@ float E8M0ToFloat(uint8_t e) noexcept;
 void EncodeRow(DType t, std::span<const float> in, uint8_t* out, uint8_t* scales) noexcept;
 // Decodes n values (and for fp8 their n/32 scales) to floats.
 void DecodeRow(DType t, const uint8_t* in, const uint8_t* scales, std::span<float> out) noexcept;
+// Index of the first of n encoded values (fp8: with its n/32 scales) that decodes to Inf or NaN,
+// or n when all are finite. Bit tests only, except fp8 blocks whose scale could overflow.
+size_t FirstNonFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t n) noexcept;
+// FirstNonFinite(...) == n, written to vectorize (no early exit): for whole-table scans.
+bool AllFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t n) noexcept;
+// The largest finite magnitude a value of this dtype holds (fp8: after its block scale).
+float MaxFinite(DType t) noexcept;
 
 }  // namespace engram::base

@@ -47,7 +47,18 @@ void UniqueFd::Close(const std::string& path_for_errors) {
   if (::close(fd) != 0) ThrowIo("close", path_for_errors, errno);
 }
 
+void RequireNotPipe(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return;  // open() reports the missing file
+  ENGRAM_CHECK(!S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode), Code::kInvalidArgument,
+               path << " is a " << (S_ISFIFO(st.st_mode) ? "named pipe (FIFO)" : "socket")
+                    << ", not a regular file; engramctl reads its files by offset: write the data "
+                       "to a regular file and give that");
+}
+
 UniqueFd OpenFile(const std::string& path, int flags, mode_t mode) {
+  // open() of a FIFO blocks until a writer appears: check the type first, without blocking.
+  RequireNotPipe(path);
   int fd;
   do {
     fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);

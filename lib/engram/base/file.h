@@ -38,6 +38,10 @@ class UniqueFd {
   int fd_ = -1;
 };
 
+// Throws kInvalidArgument when path names a FIFO or socket (checked without opening it, so
+// it never blocks). A missing path passes (open reports it).
+void RequireNotPipe(const std::string& path);
+
 // open(2) with a message that names the path and the likely fix. flags as for open(2).
 UniqueFd OpenFile(const std::string& path, int flags, mode_t mode = 0644);
 

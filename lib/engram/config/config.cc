@@ -11,6 +11,7 @@
 
 #include "engram/base/checked.h"
 #include "engram/base/error.h"
+#include "engram/base/file.h"
 
 namespace engram::config {
 namespace {
@@ -417,6 +418,7 @@ Config Load(const std::string& path, const EnvLookup& env) {
   std::string text;
   try {
     text = [&] {
+      base::RequireNotPipe(path);
       FILE* f = std::fopen(path.c_str(), "rb");
       ENGRAM_CHECK(f != nullptr, Code::kConfig,
                    path << ": cannot open the config file; check the path given to --config");

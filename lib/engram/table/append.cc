@@ -367,6 +367,22 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
   return out;
 }
 
+// Empty when the row, stored in the table's dtype, holds only finite values; else why not.
+std::string NonFiniteProblem(const Layout& l, const std::vector<float>& value) {
+  std::vector<uint8_t> enc(l.row_stride() + l.scale_stride());
+  base::EncodeRow(l.dtype, value, enc.data(), enc.data() + l.row_stride());
+  size_t i = base::FirstNonFinite(l.dtype, enc.data(), enc.data() + l.row_stride(), l.row_dim);
+  if (i == l.row_dim) return {};
+  std::ostringstream os;
+  os << "value[" << i << "]";
+  if (std::isfinite(value[i])) os << " = " << value[i];
+  os << " does not fit the table's " << base::DTypeName(l.dtype)
+     << " rows (largest finite magnitude " << base::MaxFinite(l.dtype) << "; it would be stored as "
+     << (std::isnan(value[i]) ? "NaN" : "Inf")
+     << "); scale the value or rebuild the table with a wider --dtype";
+  return os.str();
+}
+
 }  // namespace
 
 std::string AppendResult::ToJson() const {
@@ -418,6 +434,8 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
     if (e.value.size() != layout.row_dim)
       pr.Add(e.line, "\"value\" has " + std::to_string(e.value.size()) +
                          " numbers; this table's rows hold " + std::to_string(layout.row_dim));
+    else if (std::string bad = NonFiniteProblem(layout, e.value); !bad.empty())
+      pr.Add(e.line, bad);
     if (e.layer_id >= 0) {
       bool known = false;
       for (uint32_t id : layout.spec.layer_ids) known = known || id == e.layer_id;

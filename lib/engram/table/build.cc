@@ -116,6 +116,14 @@ void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* 
     }
   }
   reporter.ProgressDone("import values");
+  for (uint64_t r = 0; r < l.total_rows; ++r) {
+    const uint8_t* sc = fp8 ? scales + r * l.scale_stride() : nullptr;
+    size_t i = base::FirstNonFinite(l.dtype, rows + r * l.row_stride(), sc, l.row_dim);
+    ENGRAM_CHECK(i == l.row_dim, Code::kInvalidArgument,
+                 o.values_path << ": tensor \"" << o.values_tensor << "\" holds a non-finite value "
+                               << "(Inf or NaN) in table row " << r << ", value " << i
+                               << "; a table's rows must be finite: fix the checkpoint");
+  }
   reporter.Log(base::LogLevel::kInfo,
                "values: copied " + std::to_string(l.total_rows) + " rows bit-exact from " +
                    o.values_path +

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <parallel/algorithm>
 
@@ -52,13 +53,21 @@ std::string FoldedProvenance(const std::string& old, uint64_t entries) {
 FoldResult SortBuckets(const FoldOptions& o, base::Reporter& reporter) {
   base::Stopwatch sw;
   FoldResult res;
-  res.output = o.output.empty() ? o.table : o.output;
+  // A symlinked table is folded where it lives: renaming over the link would replace the link
+  // and leave the real file with its journal.
+  std::string table = o.table;
+  if (char* real = ::realpath(o.table.c_str(), nullptr)) {
+    table = real;
+    std::free(real);
+  }
+  const std::string out = o.output.empty() ? table : o.output;
+  res.output = o.output.empty() ? o.table : o.output;  // as the user named it
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
-  WriterLock lock(o.table, o.wait, "sort-buckets");
-  RemoveStaleTempFiles(res.output);
+  WriterLock lock(table, o.wait, "sort-buckets", /*read_only=*/!o.output.empty());
+  RemoveStaleTempFiles(out);
   ViewOptions vo;
   vo.deterministic_addressing = false;
-  auto view = TableView::Open(o.table, vo);
+  auto view = TableView::Open(table, vo);
   const JournalState& js = view->journal();
   res.entries = js.committed.size();
   if (js.committed.empty() && o.output.empty() && js.tail_bytes() == 0) {
@@ -84,7 +93,7 @@ FoldResult SortBuckets(const FoldOptions& o, base::Reporter& reporter) {
   wo.with_stats = r.has_stats();
   wo.sketch_owners = (r.header().optional_flags & kOptSketchOwners) != 0;
   wo.threads = threads;
-  TableWriter w(res.output, l, wo);
+  TableWriter w(out, l, wo);
   reporter.Progress("fold", 0, 4, "steps");
   ParallelCopy(w.rows(), r.RowBytes(0), l.total_rows * l.row_stride(), threads);
   if (l.scale_stride())

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engram/base/checked.h"
+#include "engram/base/dtype.h"
 #include "engram/base/endian.h"
 #include "engram/base/error.h"
 #include "engram/base/file.h"
@@ -116,6 +117,7 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
   std::vector<JournalEntry> pending;
   std::vector<uint64_t> pending_sums;
   uint64_t pending_first_seq = 0;
+  std::vector<NonFiniteRecord> pending_non_finite;
   uint64_t pos = h.file_size;
   uint64_t seq = 0;
   JournalBytes bytes(fd, path, file_length);
@@ -189,6 +191,12 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
         }
         for (uint32_t k = 0; ok && k < n_ids; ++k)
           ok = LoadLE<uint32_t>(p + kEntryFixedSize + 4 * k) < l.spec.canonical_vocab;
+        if (ok) {
+          const uint8_t* v = p + kEntryFixedSize + base::AlignUp(uint64_t{n_ids} * 4, 8);
+          size_t bad = base::FirstNonFinite(l.dtype, v, v + l.row_stride(), l.row_dim);
+          if (bad != l.row_dim)
+            pending_non_finite.push_back({pos, e.layer_index, e.order, e.head, e.bucket, bad});
+        }
         if (ok && keep_entries) {
           e.ids.resize(n_ids);
           std::memcpy(e.ids.data(), p + kEntryFixedSize, n_ids * 4);
@@ -226,6 +234,9 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
         st.committed.push_back(std::move(e));
       }
       st.n_committed += pending_sums.size();
+      st.non_finite.insert(st.non_finite.end(), pending_non_finite.begin(),
+                           pending_non_finite.end());
+      pending_non_finite.clear();
       pending.clear();
       pending_sums.clear();
       st.n_commits++;

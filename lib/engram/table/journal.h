@@ -26,13 +26,22 @@ struct JournalEntry {
   uint64_t row = 0;            // global row (derived)
 };
 
+// A committed entry whose row holds Inf or NaN (verify reports it).
+struct NonFiniteRecord {
+  uint64_t offset = 0;
+  uint32_t layer_index = 0, order = 0, head = 0;
+  uint64_t bucket = 0;
+  size_t index = 0;  // of the first non-finite value
+};
+
 struct JournalState {
-  std::vector<JournalEntry> committed;  // in journal order (empty when not kept)
-  uint64_t n_committed = 0;             // committed entry records (kept or not)
-  uint64_t start = 0;                   // = header.file_size
-  uint64_t committed_end = 0;           // absolute offset just after the last valid commit
-  uint64_t file_end = 0;                // file length at scan time
-  uint64_t next_seq = 0;                // seq for the next record appended
+  std::vector<JournalEntry> committed;      // in journal order (empty when not kept)
+  uint64_t n_committed = 0;                 // committed entry records (kept or not)
+  std::vector<NonFiniteRecord> non_finite;  // committed entries with Inf/NaN values
+  uint64_t start = 0;                       // = header.file_size
+  uint64_t committed_end = 0;               // absolute offset just after the last valid commit
+  uint64_t file_end = 0;                    // file length at scan time
+  uint64_t next_seq = 0;                    // seq for the next record appended
   uint64_t n_commits = 0;
   uint64_t tail_bytes() const noexcept { return file_end - committed_end; }
   std::string tail_reason;            // why the scan stopped before file_end (empty if it didn't)

@@ -1,6 +1,7 @@
 // Lookup: tokenize, canonicalise, address, and (with a table) compare owner tags.
 #include "engram/table/lookup.h"
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -242,8 +243,10 @@ std::string LookupResult::ToJson() const {
             const auto& v = p.cells[li * per + (n - hash::kMinOrder) * s.n_heads + h].values;
             os << (h ? "," : "") << "[";
             for (size_t k = 0; k < v.size(); ++k) {
-              char b[32];
-              std::snprintf(b, sizeof b, "%.9g", static_cast<double>(v[k]));
+              // JSON has no Inf/NaN: a non-finite stored value (verify reports it) is null.
+              char b[32] = "null";
+              if (std::isfinite(v[k]))
+                std::snprintf(b, sizeof b, "%.9g", static_cast<double>(v[k]));
               os << (k ? "," : "") << b;
             }
             os << "]";

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "engram/base/dtype.h"
 #include "engram/base/endian.h"
 #include "engram/base/file.h"
 #include "engram/base/json.h"
@@ -211,6 +212,49 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
   check_gap(at, h.file_size);
 }
 
+// Every stored row value must be finite (§ rows): Inf/NaN would poison the model's activations.
+void CheckRowsFinite(const Reader& r, int threads, VerifyReport* rep) {
+  const Layout& l = r.layout();
+  const uint64_t rows = l.total_rows;
+  if (!rows || !l.row_dim) return;
+  constexpr uint64_t kBlockRows = 1 << 14;
+  const int64_t n_blocks = static_cast<int64_t>((rows + kBlockRows - 1) / kBlockRows);
+  std::vector<uint8_t> bad(n_blocks, 0);
+  if (threads <= 0) threads = omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    uint64_t r0 = static_cast<uint64_t>(b) * kBlockRows, n = std::min(kBlockRows, rows - r0);
+    bad[b] = !base::AllFinite(l.dtype, r.RowBytes(r0), r.ScaleBytes(r0), n * l.row_dim);
+  }
+  uint64_t count = 0, first = 0;
+  size_t first_value = 0;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    if (!bad[b]) continue;
+    uint64_t r0 = static_cast<uint64_t>(b) * kBlockRows, end = std::min(rows, r0 + kBlockRows);
+    for (uint64_t row = r0; row < end; ++row) {
+      size_t i = base::FirstNonFinite(l.dtype, r.RowBytes(row), r.ScaleBytes(row), l.row_dim);
+      if (i == l.row_dim) continue;
+      if (!count++) first = row, first_value = i;
+    }
+  }
+  if (!count) return;
+  // Which sub-table the first bad row lies in: the last one whose first row is <= it.
+  size_t sub = std::upper_bound(l.row_offsets.begin(), l.row_offsets.end(), first) -
+               l.row_offsets.begin() - 1;
+  const size_t per_layer = l.spec.per_layer();
+  const uint32_t order =
+      static_cast<uint32_t>(hash::kMinOrder + (sub % per_layer) / l.spec.n_heads);
+  const SectionEntry* sec = r.FindSection(SectionType::kRows);
+  Add(rep, sec ? sec->offset + first * l.row_stride() : 0, l.row_stride(), "section ROWS",
+      Code::kCorrupt,
+      std::to_string(count) + " row(s) hold non-finite values (Inf or NaN); first: row " +
+          std::to_string(first) + " (layer " + std::to_string(l.spec.layer_ids[sub / per_layer]) +
+          ", order " + std::to_string(order) + ", head " + std::to_string(sub % l.spec.n_heads) +
+          ", bucket " + std::to_string(first - l.row_offsets[sub]) + "), value " +
+          std::to_string(first_value) +
+          "; rebuild the table from finite values (or append finite replacements and fold)");
+}
+
 void CheckConfig(const Reader& r, const VerifyOptions& o, bool journal_has_entries,
                  VerifyReport* rep) {
   const config::Config& c = *o.config;
@@ -361,7 +405,15 @@ VerifyReport Verify(const std::string& path, const VerifyOptions& o, base::Repor
           kStatsRowSize, "section STATS", Code::kCorrupt,
           std::to_string(stats.bad) + " rows have inconsistent statistics (first: row " +
               std::to_string(stats.first) + ")");
+    CheckRowsFinite(*reader, o.threads, &rep);
     JournalState js = journal.get();
+    for (const NonFiniteRecord& e : js.non_finite)
+      Add(&rep, e.offset, 0, "journal", Code::kCorrupt,
+          "the journal record at offset " + std::to_string(e.offset) + " (layer " +
+              std::to_string(l.spec.layer_ids[e.layer_index]) + ", order " +
+              std::to_string(e.order) + ", head " + std::to_string(e.head) + ", bucket " +
+              std::to_string(e.bucket) + ") holds a non-finite value (Inf or NaN) at index " +
+              std::to_string(e.index) + "; append it again with a finite value and fold");
     rep.journal_entries = js.n_committed;
     if (js.n_committed > 0)
       rep.notes.push_back("journal: " + std::to_string(js.n_committed) + " committed entries in " +

@@ -14,9 +14,10 @@
 
 namespace engram::table {
 
-WriterLock::WriterLock(const std::string& path, bool wait, std::string_view what_for) {
+WriterLock::WriterLock(const std::string& path, bool wait, std::string_view what_for,
+                       bool read_only) {
   for (int attempt = 0; attempt < 100; ++attempt) {
-    fd_ = base::OpenFile(path, O_RDWR);
+    fd_ = base::OpenFile(path, read_only ? O_RDONLY : O_RDWR);
     base::RegularFileSize(fd_.get(), path);
     lock_ = std::make_unique<base::FileLock>(fd_.get(), path, wait, what_for);
     struct stat a, b;

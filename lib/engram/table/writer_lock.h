@@ -15,7 +15,8 @@ class WriterLock {
  public:
   // Opens `path` (O_RDWR), locks it (waiting unless wait == false: then kIo at once, naming the
   // flag to drop) and checks the path still names the locked file.
-  WriterLock(const std::string& path, bool wait, std::string_view what_for);
+  // read_only: lock a table that is only read (sort-buckets -o), so a read-only file works.
+  WriterLock(const std::string& path, bool wait, std::string_view what_for, bool read_only = false);
   ~WriterLock();
   WriterLock(const WriterLock&) = delete;
   WriterLock& operator=(const WriterLock&) = delete;

@@ -71,7 +71,8 @@ table_header file_size 1152921504606846976; check "table-huge-file-size" $E insp
 table_header overlap 0; check "table-overlapping-sections" $E inspect bad.engram
 table_header huge_section 1152921504606846976; check "table-huge-section" $E verify bad.engram
 # --- config.toml
-for kind in empty zeros random truncated; do
+# (an empty config sets no key, so verify has nothing to compare and passes)
+for kind in zeros random truncated; do
   mutate $kind $SRC/schemas/engram.default.toml bad.toml
   check "config-$kind" $E verify keep.engram --config bad.toml
 done
