@@ -47,8 +47,9 @@ void AddAppendCommand(CLI::App& app) {
                 " entries as " + std::to_string(r.records) + " journal records (" +
                 engram::base::FormatBytes(r.bytes) + ") to " + f->o.table + " in " +
                 engram::base::FormatSeconds(r.seconds) + "; " +
-                std::to_string(r.journal_entries_before + (f->o.dry_run ? 0 : r.records)) +
-                " entries now await 'engramctl sort-buckets'");
+                (f->o.dry_run ? std::string("nothing was written (--dry-run)")
+                              : std::to_string(r.journal_entries_before + r.records) +
+                                    " entries now await 'engramctl sort-buckets'"));
     std::string out;
     for (const auto& d : r.displaced) {
       char tag[32];

@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <utility>
 
 #include "engram/base/error.h"
@@ -242,12 +244,63 @@ void TempFile::Commit() {
   FsyncDir(DirName(final_path_));
 }
 
-FileLock::FileLock(int fd, const std::string& path, bool wait, std::string_view what_for)
+namespace {
+// A /proc file (its size reads as 0, so it is read to its end), or "" when unreadable.
+std::string ReadProc(const std::string& path, size_t limit) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while (out.size() < limit && (n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, n);
+  ::close(fd);
+  return out;
+}
+
+// Who holds a flock on fd's file, from /proc/locks (pid and command line), or "".
+std::string LockHolder(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return "";
+  std::string locks = ReadProc("/proc/locks", 1 << 20);
+  char want[64];
+  std::snprintf(want, sizeof want, ":%llu ", static_cast<unsigned long long>(st.st_ino));
+  for (size_t p = 0, q; p < locks.size(); p = q + 1) {
+    q = locks.find('\n', p);
+    if (q == std::string::npos) q = locks.size();
+    std::string line = locks.substr(p, q - p);
+    if (line.find("FLOCK") == std::string::npos || line.find(want) == std::string::npos) continue;
+    // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:567 0 EOF": the pid is the fifth field.
+    char kind[16], mode[16], rw[16];
+    long pid = 0;
+    if (std::sscanf(line.c_str(), "%*[^:]: %15s %15s %15s %ld", kind, mode, rw, &pid) != 4 ||
+        pid <= 0 || pid == ::getpid())
+      continue;
+    std::string cmd = ReadProc("/proc/" + std::to_string(pid) + "/cmdline", 4096);
+    for (char& c : cmd)
+      if (c == '\0') c = ' ';
+    while (!cmd.empty() && cmd.back() == ' ') cmd.pop_back();
+    return "pid " + std::to_string(pid) + (cmd.empty() ? "" : " (" + cmd + ")");
+  }
+  return "";
+}
+}  // namespace
+
+FileLock::FileLock(int fd, const std::string& path, bool wait, std::string_view what_for,
+                   const std::function<void(const std::string& holder)>& on_wait)
     : fd_(fd) {
   int r;
   do {
-    r = ::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB));
+    r = ::flock(fd, LOCK_EX | LOCK_NB);
   } while (r != 0 && errno == EINTR);
+  if (r != 0 && errno == EWOULDBLOCK && wait) {
+    if (on_wait) {
+      std::string holder = LockHolder(fd);
+      on_wait(holder.empty() ? "another process" : holder);
+    }
+    do {
+      r = ::flock(fd, LOCK_EX);
+    } while (r != 0 && errno == EINTR);
+  }
   if (r != 0) {
     if (errno == EWOULDBLOCK) {
       ENGRAM_THROW(Code::kIo, path << ": another process holds the write lock; " << what_for

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -131,7 +132,11 @@ class FileLock {
  public:
   // wait=false fails at once with kIo when another process holds the lock.
   // what_for names the operation in the message ("append").
-  FileLock(int fd, const std::string& path, bool wait, std::string_view what_for);
+  // on_wait, when the lock is held elsewhere and wait is true, is told who holds it (from
+  // /proc/locks: "pid 123 (engramctl sort-buckets t.engram)", or "another process") before this
+  // blocks.
+  FileLock(int fd, const std::string& path, bool wait, std::string_view what_for,
+           const std::function<void(const std::string& holder)>& on_wait = {});
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
   ~FileLock();

@@ -3,6 +3,7 @@
 #include "engram/table/append.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -43,6 +44,7 @@ class Problems {
  public:
   explicit Problems(std::string file) : file_(std::move(file)) {}
   void Add(size_t line, const std::string& what) { problems_.emplace_back(line, what); }
+  bool empty() const noexcept { return problems_.empty(); }
   void ThrowIfAny() {
     if (problems_.empty()) return;
     std::stable_sort(problems_.begin(), problems_.end(),
@@ -451,7 +453,7 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
       pr.Add(e.line, "head " + std::to_string(e.head) + " does not exist (heads 0.." +
                          std::to_string(layout.spec.n_heads - 1) + ")");
   }
-  if (entries.empty()) pr.Add(0, "no entries");
+  if (entries.empty() && pr.empty()) pr.Add(0, "no entries");
   pr.ThrowIfAny();
   res.entries = entries.size();
 
@@ -486,7 +488,7 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   // 3. Lock, re-open the locked file, and write.
   std::unique_ptr<WriterLock> lock;
   if (!o.dry_run) {
-    lock = std::make_unique<WriterLock>(o.table, o.wait, "append");
+    lock = std::make_unique<WriterLock>(o.table, o.wait, "append", false, &reporter);
     RemoveStaleTempFiles(o.table);
   }
   ViewOptions vo;
@@ -558,9 +560,16 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
     base::Fsync(lock->fd(), o.table);
     base::CrashPoint("append-torn");
   }
-  base::PwriteFull(lock->fd(), buf.data(), buf.size(), js.committed_end, o.table);
-  base::CrashPoint("append-before-fsync");
-  base::Fsync(lock->fd(), o.table);
+  try {
+    base::PwriteFull(lock->fd(), buf.data(), buf.size(), js.committed_end, o.table);
+    base::CrashPoint("append-before-fsync");
+    base::Fsync(lock->fd(), o.table);
+  } catch (const Error&) {
+    // A full disk (or any write error) leaves a partial batch: drop it now, not at the next
+    // append, so the disk gets its space back and the journal ends at its last commit.
+    ::ftruncate(lock->fd(), static_cast<off_t>(js.committed_end));
+    throw;
+  }
   // The batch is committed; record it outside the journal (§5.6) so that a copy cut short
   // before this commit is told from a crash.
   base::CrashPoint("append-before-slot");

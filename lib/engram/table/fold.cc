@@ -63,7 +63,7 @@ FoldResult SortBuckets(const FoldOptions& o, base::Reporter& reporter) {
   const std::string out = o.output.empty() ? table : o.output;
   res.output = o.output.empty() ? o.table : o.output;  // as the user named it
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
-  WriterLock lock(table, o.wait, "sort-buckets", /*read_only=*/!o.output.empty());
+  WriterLock lock(table, o.wait, "sort-buckets", /*read_only=*/!o.output.empty(), &reporter);
   RemoveStaleTempFiles(out);
   ViewOptions vo;
   vo.deterministic_addressing = false;

@@ -15,11 +15,17 @@
 namespace engram::table {
 
 WriterLock::WriterLock(const std::string& path, bool wait, std::string_view what_for,
-                       bool read_only) {
+                       bool read_only, base::Reporter* reporter) {
+  auto on_wait = [&](const std::string& holder) {
+    if (reporter)
+      reporter->Log(base::LogLevel::kNote, path + ": the write lock is held by " + holder + "; " +
+                                               std::string(what_for) + " waits for it (--no-wait " +
+                                               "fails at once instead)");
+  };
   for (int attempt = 0; attempt < 100; ++attempt) {
     fd_ = base::OpenFile(path, read_only ? O_RDONLY : O_RDWR);
     base::RegularFileSize(fd_.get(), path);
-    lock_ = std::make_unique<base::FileLock>(fd_.get(), path, wait, what_for);
+    lock_ = std::make_unique<base::FileLock>(fd_.get(), path, wait, what_for, on_wait);
     struct stat a, b;
     if (::fstat(fd_.get(), &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_ino == b.st_ino &&
         a.st_dev == b.st_dev)

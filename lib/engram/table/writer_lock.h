@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "engram/base/file.h"
+#include "engram/base/reporter.h"
 
 namespace engram::table {
 
@@ -16,7 +17,9 @@ class WriterLock {
   // Opens `path` (O_RDWR), locks it (waiting unless wait == false: then kIo at once, naming the
   // flag to drop) and checks the path still names the locked file.
   // read_only: lock a table that is only read (sort-buckets -o), so a read-only file works.
-  WriterLock(const std::string& path, bool wait, std::string_view what_for, bool read_only = false);
+  // reporter (optional) is told, once, that the lock is held and by whom, before this waits.
+  WriterLock(const std::string& path, bool wait, std::string_view what_for, bool read_only = false,
+             base::Reporter* reporter = nullptr);
   ~WriterLock();
   WriterLock(const WriterLock&) = delete;
   WriterLock& operator=(const WriterLock&) = delete;

@@ -132,6 +132,7 @@ for i in range(400): print(json.dumps({'canonical_ids': [i % 15 + 1, i % 13 + 1]
   check "full-disk append" $E append full/t.engram --entries big.jsonl
   $E -q verify full/t.engram > /dev/null && echo "ok full-disk append: table still verifies" || { echo "FAIL: table broken"; fails=$((fails+1)); }
   [[ $(head -c $(stat -c %s keep.engram) full/t.engram | sha256sum | cut -d' ' -f1) == "$base_sum" ]] && echo "ok full-disk append: base unchanged"
+  [[ $(stat -c %s full/t.engram) == $(stat -c %s keep.engram) ]] && echo "ok full-disk append: its partial batch was truncated at once"
   umount full
 else echo "ok full-disk (skipped: no mount permission)"; fi
 # --- an interrupted build never replaces an existing table
