@@ -2,16 +2,72 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_common.h"
+#include <cmath>
+
+#include "engram/base/file.h"
+#include "engram/base/json.h"
 #include "engram/base/units.h"
+#include "engram/model/fit.h"
 #include "engram/table/append.h"
 
 namespace engramctl {
+
+namespace {
+
+using engram::base::JsonString;
+
+std::string Num(double v, const char* fmt = "%.4g") {
+  if (!std::isfinite(v)) return "null";
+  char b[48];
+  std::snprintf(b, sizeof b, fmt, v);
+  return b;
+}
+
+std::string FitJson(const engram::model::FitResult& r) {
+  std::string j = "{\"entries\":[";
+  for (size_t i = 0; i < r.entries.size(); ++i) {
+    const auto& e = r.entries[i];
+    j += std::string(i ? "," : "") + "{\"line\":" + std::to_string(e.line) +
+         ",\"kind\":" + (e.text ? "\"text\"" : "\"fact\"") +
+         ",\"prompt\":" + JsonString(e.prompt) + ",\"target\":" + JsonString(e.target) +
+         ",\"target_tokens\":" + std::to_string(e.target_tokens) +
+         ",\"logprob_before\":" + Num(e.logprob_before, "%.6g") +
+         ",\"logprob_after\":" + Num(e.logprob_after, "%.6g") +
+         ",\"greedy_before\":" + JsonString(e.greedy_before) +
+         ",\"greedy_after\":" + JsonString(e.greedy_after) +
+         ",\"fitted\":" + (e.fitted ? "true" : "false") + ",\"rows\":" + std::to_string(e.rows) +
+         ",\"rows_frequent_owner\":" + std::to_string(e.rows_frequent_owner) +
+         ",\"rows_kept_frequent\":" + std::to_string(e.rows_kept_frequent) + ",\"warnings\":[";
+    for (size_t k = 0; k < e.warnings.size(); ++k)
+      j += (k ? "," : "") + JsonString(e.warnings[k]);
+    j += "]}";
+  }
+  size_t fitted = 0;
+  for (const auto& e : r.entries) fitted += e.fitted;
+  j += "],\"fitted\":" + std::to_string(fitted) +
+       ",\"trainable_rows\":" + std::to_string(r.trainable_rows) +
+       ",\"kept_rows\":" + std::to_string(r.kept_rows) +
+       ",\"rows_written\":" + std::to_string(r.rows.size()) +
+       ",\"dtype\":" + JsonString(r.dtype) + ",\"steps\":" + std::to_string(r.steps) +
+       ",\"rounds\":" + std::to_string(r.rounds) + ",\"seconds\":" + Num(r.fit_seconds, "%.3f");
+  if (r.corpus_checked)
+    j += ",\"check_corpus\":{\"tokens\":" + std::to_string(r.corpus_tokens) +
+         ",\"ppl_before\":" + Num(r.ppl_before, "%.6g") + ",\"ppl_after\":" +
+         Num(r.ppl_after, "%.6g") + ",\"increase_pct\":" +
+         Num(100.0 * (r.ppl_after / r.ppl_before - 1.0), "%.4f") + "}";
+  return j + "}";
+}
+
+}  // namespace
 
 void AddAppendCommand(CLI::App& app) {
   struct Flags {
     engram::table::AppendOptions o;
     std::string config_path;
     bool no_wait = false, json = false;
+    bool fit = false;
+    engram::model::FitOptions fo;
+    double max_ppl_increase = -1;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* s = app.add_subcommand(
@@ -27,6 +83,41 @@ void AddAppendCommand(CLI::App& app) {
   s->add_flag("--no-wait", f->no_wait, "Fail at once if another writer holds the table's lock");
   s->add_flag("--dry-run", f->o.dry_run, "Validate and report displaced owners; write nothing");
   s->add_flag("--json", f->json, "Print the result as JSON");
+  s->add_flag("--fit", f->fit,
+              "Compute the rows: fit entries {\"prompt\", \"target\"} (a fact) or {\"text\"} "
+              "through the frozen model of --config (implied when no entry has a value)");
+  s->add_option("--positions", f->fo.positions,
+                "Fit: rows read where a target token is predicted (last) or at every position "
+                "of the prompt too (all)")
+      ->check(CLI::IsMember({"last", "all"}))
+      ->capture_default_str();
+  s->add_option("--steps", f->fo.steps, "Fit: most optimiser steps per round")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  s->add_option("--lr", f->fo.lr, "Fit: Adam learning rate")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--l2", f->fo.l2, "Fit: penalty on the squared change of the rows")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  s->add_option("--margin", f->fo.margin,
+                "Fit: a fact is fitted when each target token's logit leads the runner-up by this")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  s->add_option("--refits", f->fo.refits,
+                "Fit: extra rounds (margin doubled) when rounding to the table's dtype breaks a fact")
+      ->check(CLI::Range(0, 10))
+      ->capture_default_str();
+  s->add_option("--keep-frequent", f->fo.keep_frequent,
+                "Fit: leave rows of n-grams seen at least this often in the build corpus "
+                "untouched (0 = edit them too)")
+      ->capture_default_str();
+  s->add_option("--check-corpus", f->fo.check_corpus,
+                "Fit: held-out text scored before and after (perplexity)");
+  s->add_option("--max-ppl-increase", f->max_ppl_increase,
+                "Fit: write nothing if --check-corpus perplexity rises by more than PCT percent")
+      ->check(CLI::NonNegativeNumber);
+  s->add_option("-t,--threads", f->fo.run.threads, "Fit: threads (default: all cores)");
   s->callback([f] {
     StderrReporter rep;
     auto cfg = LoadConfigIfAny(f->config_path, rep);
@@ -37,6 +128,124 @@ void AddAppendCommand(CLI::App& app) {
     ENGRAM_CHECK(!f->o.table.empty(), engram::Code::kInvalidArgument,
                  "no table given; name one or use --config");
     f->o.wait = !f->no_wait;
+    const bool st = f->o.entries.size() > 12 &&
+                    f->o.entries.compare(f->o.entries.size() - 12, 12, ".safetensors") == 0;
+    ENGRAM_CHECK(!(st && f->fit), engram::Code::kInvalidArgument,
+                 "append: --fit reads JSON Lines entries {\"prompt\", \"target\"} or {\"text\"}; "
+                 << f->o.entries << " is a safetensors file of rows");
+    std::vector<engram::table::PreparedEntry> fitted;
+    if (!st) {
+      engram::base::RequireNotPipe(f->o.entries);
+      auto ef = engram::model::ReadEntriesToFit(f->o.entries, f->fit);
+      if (!ef.fit.empty()) {
+        ENGRAM_CHECK(cfg.has_value(), engram::Code::kInvalidArgument,
+                     "append: entries to fit (" << f->o.entries
+                                                << ") need the model: give --config cfg.toml "
+                                                   "with a [model] path");
+        ENGRAM_CHECK(f->max_ppl_increase < 0 || !f->fo.check_corpus.empty(),
+                     engram::Code::kInvalidArgument,
+                     "append: --max-ppl-increase needs --check-corpus FILE (held-out text)");
+        f->fo.run.config_path = f->config_path;
+        f->fo.run.table_path = f->o.table;
+        f->fo.entries_path = f->o.entries;
+        f->fo.entries = std::move(ef.fit);
+        engram::model::FitFn fn = engram::model::LoadFitPlugin();
+        engram::model::FitResult fr;
+        std::string error;
+        int code = 0;
+        if (fn(&f->fo, &rep, &fr, &error, &code) != 0)
+          throw engram::Error(static_cast<engram::Code>(code), error);
+        size_t ok = 0;
+        for (const auto& e : fr.entries) ok += e.fitted;
+        if (!f->json) {
+          std::string out;
+          for (const auto& e : fr.entries) {
+            out += "line " + std::to_string(e.line) + ": " +
+                   (e.text ? "text " + JsonString(e.target)
+                           : JsonString(e.prompt) + " -> " + JsonString(e.target)) +
+                   ": log p " + Num(e.logprob_before, "%.2f") + " -> " +
+                   Num(e.logprob_after, "%.2f") + "; greedy " + JsonString(e.greedy_before) +
+                   " -> " + JsonString(e.greedy_after) + (e.fitted ? " (fitted)" : " (NOT fitted)") +
+                   "; " + std::to_string(e.rows) + " rows";
+            if (e.rows_frequent_owner)
+              out += ", " + std::to_string(e.rows_frequent_owner) +
+                     " taken from frequent corpus n-grams";
+            if (e.rows_kept_frequent)
+              out += ", " + std::to_string(e.rows_kept_frequent) + " kept (--keep-frequent)";
+            out += "\n";
+            for (const auto& w : e.warnings) out += "  warning: " + w + "\n";
+          }
+          std::fwrite(out.data(), 1, out.size(), stdout);
+          char line[256];
+          std::snprintf(line, sizeof line,
+                        "fit: %zu of %zu entries reproduced after rounding to %s; %zu rows "
+                        "trainable, %zu kept, %zu written; %d steps in %d round(s), %.1f s "
+                        "(%.2f s per entry)",
+                        ok, fr.entries.size(), fr.dtype.c_str(), fr.trainable_rows, fr.kept_rows,
+                        fr.rows.size(), fr.steps, fr.rounds, fr.fit_seconds,
+                        fr.fit_seconds / static_cast<double>(fr.entries.size()));
+          rep.Log(engram::base::LogLevel::kInfo, line);
+          if (fr.corpus_checked) {
+            std::snprintf(line, sizeof line,
+                          "held-out perplexity: %.3f -> %.3f (%+.3f%%) over %llu tokens of %s",
+                          fr.ppl_before, fr.ppl_after, 100.0 * (fr.ppl_after / fr.ppl_before - 1),
+                          static_cast<unsigned long long>(fr.corpus_tokens),
+                          f->fo.check_corpus.c_str());
+            rep.Log(engram::base::LogLevel::kInfo, line);
+          }
+        }
+        if (ok < fr.entries.size())
+          rep.Log(engram::base::LogLevel::kWarning,
+                  std::to_string(fr.entries.size() - ok) +
+                      " entries are not reproduced by greedy decoding after the fit; raise "
+                      "--steps or --margin, use --positions all, or reword them (see above)");
+        const double rise = 100.0 * (fr.ppl_after / fr.ppl_before - 1.0);
+        if (fr.corpus_checked && f->max_ppl_increase >= 0 && rise > f->max_ppl_increase) {
+          if (f->json) PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":null}");
+          ENGRAM_THROW(engram::Code::kInvalidArgument,
+                       "append: the fit raises held-out perplexity by "
+                           << Num(rise, "%.3f") << "%, more than --max-ppl-increase "
+                           << f->max_ppl_increase
+                           << "; nothing was written (fit fewer entries at once, lower --margin, "
+                              "or raise --keep-frequent's reach with a lower value)");
+        }
+        for (const auto& row : fr.rows) {
+          engram::table::PreparedEntry pe;
+          pe.line = row.line;
+          pe.canon = row.canon;
+          pe.value = row.value;
+          pe.layer_id = row.layer_id;
+          pe.head = row.head;
+          fitted.push_back(std::move(pe));
+        }
+        if (fitted.empty()) {
+          if (f->json) PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":null}");
+          else
+            rep.Log(engram::base::LogLevel::kInfo,
+                    "nothing to append: no row's stored value changes");
+          return;
+        }
+        f->o.prepared = &fitted;
+        engram::table::AppendResult r = engram::table::Append(f->o, rep);
+        if (f->json) {
+          PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":" + r.ToJson() + "}");
+          return;
+        }
+        size_t frequent = 0;
+        for (const auto& d : r.displaced) frequent += d.previous_count >= f->fo.keep_frequent;
+        rep.Log(engram::base::LogLevel::kInfo,
+                std::string(f->o.dry_run ? "would append " : "appended ") +
+                    std::to_string(r.records) + " fitted rows (" +
+                    engram::base::FormatBytes(r.bytes) + ") to " + f->o.table + "; " +
+                    std::to_string(r.displaced.size()) + " displaced another owner (" +
+                    std::to_string(frequent) + " seen >= " +
+                    std::to_string(f->fo.keep_frequent) + " times in the build corpus); " +
+                    (f->o.dry_run ? std::string("nothing was written (--dry-run)")
+                                  : std::to_string(r.journal_entries_before + r.records) +
+                                        " entries now await 'engramctl sort-buckets'"));
+        return;
+      }
+    }
     engram::table::AppendResult r = engram::table::Append(f->o, rep);
     if (f->json) {
       PrintStdout(r.ToJson());

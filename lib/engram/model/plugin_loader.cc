@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engram/base/file.h"
+#include "engram/model/fit.h"
 #include "engram/model/run.h"
 #include "engram/model/session.h"
 
@@ -44,20 +45,30 @@ RunFn LoadModelPlugin() {
           << errors);
 }
 
-// The session entry point lives in the same library: find it through the run entry point (which
+namespace {
+
+// The other entry points live in the same library: find it through the run entry point (which
 // loads the library, with its messages) so that the search order stays in one place.
-OpenSessionFn LoadSessionPlugin() {
+void* PluginSymbol(const char* symbol) {
   RunFn run = LoadModelPlugin();
   Dl_info info{};
   ENGRAM_CHECK(::dladdr(reinterpret_cast<void*>(run), &info) != 0 && info.dli_fname,
                Code::kInternal, "cannot locate the loaded model module");
   void* h = ::dlopen(info.dli_fname, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   ENGRAM_CHECK(h != nullptr, Code::kInternal, info.dli_fname << ": " << ::dlerror());
-  auto fn = reinterpret_cast<OpenSessionFn>(::dlsym(h, kSessionSymbol));
+  void* fn = ::dlsym(h, symbol);
   ENGRAM_CHECK(fn != nullptr, Code::kInternal,
-               info.dli_fname << " has no " << kSessionSymbol
+               info.dli_fname << " has no " << symbol
                               << "; it belongs to another engramctl version");
   return fn;
 }
+
+}  // namespace
+
+OpenSessionFn LoadSessionPlugin() {
+  return reinterpret_cast<OpenSessionFn>(PluginSymbol(kSessionSymbol));
+}
+
+FitFn LoadFitPlugin() { return reinterpret_cast<FitFn>(PluginSymbol(kFitSymbol)); }
 
 }  // namespace engram::model

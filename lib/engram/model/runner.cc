@@ -23,6 +23,7 @@
 #include "engram/model/model_config.h"
 #include "engram/model/run.h"
 #include "engram/model/session.h"
+#include "engram/model/setup.h"
 #include "engram/model/transformer.h"
 #include "engram/table/gather.h"
 #include "engram/table/prefetch.h"
@@ -234,16 +235,6 @@ uint32_t Sample(const float* logits, size_t V, const RunOptions& o, std::mt19937
   return c[keep - 1].second;
 }
 
-struct Setup {
-  config::Config cfg;
-  ModelConfig mc;
-  std::unique_ptr<tokenizer::Tokenizer> tok;
-  std::vector<uint32_t> canon;  // tokenizer id -> canonical id
-  std::unique_ptr<table::TableView> view;
-  std::vector<size_t> table_layer;  // Engram layer k -> index in the table's layer_ids
-  bool engram = false;
-};
-
 void CheckTableAgainstModel(const table::Layout& l, const ModelConfig& mc, uint64_t tok_fp,
                             const std::string& path) {
   std::vector<std::string> p;
@@ -282,8 +273,8 @@ void CheckTableAgainstModel(const table::Layout& l, const ModelConfig& mc, uint6
   ENGRAM_THROW(Code::kInvalidArgument, msg);
 }
 
-// Config, model directory, tokenizer and table checks, and the first four [engram] load lines
-// (shared by run and serve's session).
+}  // namespace
+
 void LoadSetup(const RunOptions& o, base::Reporter& rep, Setup& s, RunResult& res) {
   s.cfg = o.config_path.empty() ? config::Parse("", "(defaults)") : config::Load(o.config_path);
   for (const auto& n : s.cfg.notes)
@@ -377,7 +368,7 @@ void LoadSetup(const RunOptions& o, base::Reporter& rep, Setup& s, RunResult& re
                        << " is available; free memory or run on a larger host (the table is never "
                           "loaded into device memory instead)");
     table::ViewOptions vo;
-    vo.deterministic_addressing = s.cfg.engram.deterministic_addressing;
+    vo.deterministic_addressing = s.cfg.engram.deterministic_addressing && !o.read_journal;
     vo.open.use_mmap = s.cfg.table.mmap;
     s.view = table::TableView::Open(path, vo);
     const table::Layout& l = s.view->layout();
@@ -409,7 +400,9 @@ void LoadSetup(const RunOptions& o, base::Reporter& rep, Setup& s, RunResult& re
     rep.Log(
         LogLevel::kInfo,
         std::string("[engram] deterministic addressing: ") +
-            (s.cfg.engram.deterministic_addressing ? "ON" : "OFF (reading through the journal)"));
+            (s.cfg.engram.deterministic_addressing && !o.read_journal
+                 ? "ON"
+                 : "OFF (reading through the journal)"));
   } else {
     rep.Log(LogLevel::kInfo,
             o.no_engram
@@ -419,16 +412,12 @@ void LoadSetup(const RunOptions& o, base::Reporter& rep, Setup& s, RunResult& re
   res.table_seconds = table_sw.Seconds();
 }
 
-// "[engram] table loaded in 12.4s, gpu footprint: 0.0 GB" (seconds with a decimal point, as
-// the deployment notes show it).
 std::string TableLoadedLine(double seconds, uint64_t device_bytes) {
   char b[64];
   std::snprintf(b, sizeof b, "%.1fs", seconds);
   return "[engram] table loaded in " + std::string(b) +
          ", gpu footprint: " + base::FormatGB(static_cast<double>(device_bytes));
 }
-
-}  // namespace
 
 RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
   base::Stopwatch total;

@@ -4,6 +4,9 @@
 
 #include <torch/torch.h>
 
+#include <dlfcn.h>
+#include <malloc.h>
+
 #include <cmath>
 #include <cstring>
 
@@ -82,7 +85,18 @@ Tensor RotateHalf(const Tensor& x) {
 class TorchTransformer final : public Transformer {
  public:
   TorchTransformer(const ModelConfig& cfg, const TransformerOptions& o) : cfg_(cfg), o_(o) {
-    if (o.threads > 0) at::set_num_threads(o.threads);
+    if (o.threads > 0) {
+      at::set_num_threads(o.threads);
+      // OpenBLAS (pthread build) keeps its own pool, sized to the cores, whose idle workers spin
+      // in sched_yield beside libtorch's: give it the same count.
+      using SetThreads = void (*)(int);
+      for (const char* lib : {"libblas.so.3", "libopenblas.so.0"})
+        if (void* h = ::dlopen(lib, RTLD_LAZY | RTLD_NOLOAD)) {
+          if (auto fn = reinterpret_cast<SetThreads>(::dlsym(h, "openblas_set_num_threads")))
+            fn(o.threads);
+          ::dlclose(h);
+        }
+    }
     dtype_ = o.dtype == "bfloat16" || o.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
     std::string kv = o.kv_cache_dtype;
     if (kv == "auto") kv = dtype_ == torch::kBFloat16 ? "bf16" : "f32";
@@ -121,6 +135,126 @@ class TorchTransformer final : public Transformer {
     }
     valid_cache_ = torch::zeros({B, S}, torch::kBool);
     len_ = 0;
+  }
+
+  RowFitOutcome FitRows(const RowFitBatch& fb, const RowFitParams& prm,
+                        const std::vector<float>& anchor, std::vector<float>* rows) override {
+    const int64_t B = fb.batch, T = fb.T, D = fb.row_dim, R = static_cast<int64_t>(rows->size()) / D;
+    // Every step allocates and frees the same [targets, vocab] tensors; keep them in the heap
+    // rather than mmap/munmap each time (page faults cost more than the step's arithmetic).
+    ::mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    ENGRAM_CHECK(T <= o_.max_seq, Code::kInvalidArgument,
+                 "a fit sequence has " << T << " tokens, more than the model's context of "
+                                       << o_.max_seq);
+    auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+    auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+    Tensor tok = torch::from_blob(const_cast<int64_t*>(fb.tokens.data()), {B, T}, i64).clone();
+    Tensor tgt = torch::from_blob(const_cast<int64_t*>(fb.targets.data()), {B, T}, i64).clone();
+    // Target positions, flattened: the only places logits are needed (V x H per position).
+    Tensor where = (tgt >= 0).reshape({-1}).nonzero().squeeze(1);
+    Tensor want = tgt.reshape({-1}).index_select(0, where);
+    Tensor seq_of = torch::div(where, T, "floor");
+    if (!live_head_.defined()) {
+      torch::NoGradGuard ng;
+      Tensor live = lm_head_.abs().amax(1).gt(0).nonzero().squeeze(1);
+      live_head_ = lm_head_.index_select(0, live).contiguous();
+      live_of_ = torch::full({lm_head_.size(0)}, -1, i64).index_put_({live},
+                                                                     torch::arange(live.size(0), i64));
+      n_dead_ = lm_head_.size(0) - live.size(0);
+    }
+    Tensor want_live = live_of_.index_select(0, want);
+    ENGRAM_CHECK(want_live.min().item<int64_t>() >= 0, Code::kInvalidArgument,
+                 "a fit target is a token the model can never emit (all-zero output row)");
+    const int64_t per = static_cast<int64_t>(cfg_.memory_dim()) / D;
+    std::vector<Tensor> frozen, index, use;
+    for (size_t k = 0; k < fb.frozen.size(); ++k) {
+      frozen.push_back(
+          torch::from_blob(const_cast<float*>(fb.frozen[k].data()), {B * T * per, D}, f32)
+              .clone());
+      Tensor ix =
+          torch::from_blob(const_cast<int64_t*>(fb.train_index[k].data()), {B * T * per}, i64)
+              .clone();
+      use.push_back((ix >= 0).unsqueeze(1));
+      index.push_back(ix.clamp_min(0));
+    }
+    Tensor P = torch::from_blob(rows->data(), {R, D}, f32).clone().requires_grad_(true);
+    Tensor P0 = torch::from_blob(const_cast<float*>(anchor.data()), {R, D}, f32).clone();
+    torch::optim::Adam opt(std::vector<Tensor>{P}, torch::optim::AdamOptions(prm.lr));
+    // Positions per sequence are 0..T-1 (right padding); causal mask shared by the batch.
+    Tensor neg = torch::zeros({T, T}, f32).masked_fill(
+        torch::ones({T, T}, torch::kBool).tril().logical_not(), -INFINITY);
+    Tensor cos = cos_.narrow(0, 0, T).to(dtype_), sin = sin_.narrow(0, 0, T).to(dtype_);
+    RowFitOutcome out;
+    out.fitted.assign(static_cast<size_t>(B), 0);
+    for (int step = 0;; ++step) {
+      Tensor h = embed_.index({tok});  // [B, T, H]
+      for (auto& L : layers_) {
+        if (L.engram >= 0) {
+          size_t k = static_cast<size_t>(L.engram);
+          Tensor e = torch::where(use[k], P.index_select(0, index[k]), frozen[k])
+                         .view({B, T, per * D})
+                         .to(dtype_);
+          h = h + EngramTrain(L, h, e);
+        }
+        h = AttentionTrain(L, h, cos, sin, neg);
+        Tensor x = RmsNorm(h, L.post_norm, cfg_.rms_norm_eps);
+        h = h + (L.moe ? Moe(L, x) : L.dense(x));
+      }
+      h = RmsNorm(h, final_norm_, cfg_.rms_norm_eps);
+      Tensor hs = h.reshape({B * T, -1}).index_select(0, where);
+      // Logits over the live vocabulary only: a token whose output row is all zero has logit
+      // exactly 0, so the dead ones enter the softmax as one term log(n_dead) (exact).
+      Tensor lg = at::linear(hs, live_head_).to(torch::kFloat32);  // [N, L]
+      Tensor full = n_dead_ ? torch::cat({lg, torch::full({lg.size(0), 1},
+                                                          std::log(static_cast<double>(n_dead_)),
+                                                          lg.options())},
+                                         1)
+                            : lg;
+      Tensor nll = full.logsumexp(1) - lg.gather(1, want_live.unsqueeze(1)).squeeze(1);  // [N]
+      Tensor ok_pos;
+      {
+        torch::NoGradGuard ng;
+        Tensor lgd = lg.detach();
+        Tensor tl = lgd.gather(1, want_live.unsqueeze(1)).squeeze(1);
+        Tensor other = lgd.scatter(1, want_live.unsqueeze(1), -INFINITY).amax(1);
+        if (n_dead_) other = other.clamp_min(0.0);
+        ok_pos = (tl - other) >= prm.margin;
+      }
+      // A sequence is fitted when all its targets lead by the margin.
+      Tensor bad = torch::zeros({B}, i64).index_add_(0, seq_of, ok_pos.logical_not().to(torch::kInt64));
+      Tensor seq_ok = bad == 0;
+      auto sa = seq_ok.accessor<bool, 1>();
+      int n_ok = 0;
+      for (int64_t b = 0; b < B; ++b) n_ok += out.fitted[b] = sa[b];
+      if (n_ok == B || step >= prm.steps) {
+        out.steps = step;
+        break;
+      }
+      // Mean cross-entropy per unfitted sequence, summed; plus the L2 pull toward the anchor.
+      Tensor cnt = torch::zeros({B}, f32).index_add_(0, seq_of, torch::ones_like(nll));
+      Tensor w = seq_ok.logical_not().to(torch::kFloat32) / cnt.clamp_min(1);
+      Tensor loss = (nll * w.index_select(0, seq_of)).sum() + prm.l2 * (P - P0).pow(2).sum();
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+      out.loss = loss.item<double>();
+      if (prm.progress && !prm.progress(step + 1, n_ok, out.loss)) {
+        out.steps = step + 1;
+        break;
+      }
+    }
+    {
+      torch::NoGradGuard ng;
+      Tensor fin = P.detach().contiguous();
+      std::memcpy(rows->data(), fin.data_ptr<float>(), fin.numel() * sizeof(float));
+    }
+    return out;
+  }
+
+  bool CanEmit(uint32_t token) const override {
+    if (token >= static_cast<uint32_t>(lm_head_.size(0))) return false;
+    return lm_head_[token].abs().max().item<float>() > 0.0f;
   }
 
   uint64_t weight_bytes() const override { return weight_bytes_; }
@@ -242,6 +376,44 @@ class TorchTransformer final : public Transformer {
     for (int j = 1; j < g.kernel; ++j)
       y = y + full.narrow(1, j * g.dilation, T) * g.conv_w.select(1, j);
     return vt + at::silu(y);
+  }
+
+  // The Engram branch over whole sequences (no conv state: the sequence start reads zeros),
+  // differentiable in e.
+  Tensor EngramTrain(LayerW& L, const Tensor& h, const Tensor& e) {
+    EngramBranch& g = L.eg;
+    Tensor k = g.key(e), v = g.value(e);
+    Tensor gate =
+        (RmsNorm(k, g.norm_key, cfg_.rms_norm_eps) * RmsNorm(h, g.norm_query, cfg_.rms_norm_eps))
+            .to(torch::kFloat32)
+            .sum(-1) /
+        std::sqrt(static_cast<double>(cfg_.hidden_size));
+    gate = gate.abs().clamp_min(1e-6).sqrt() * gate.sign();
+    Tensor vt = torch::sigmoid(gate).unsqueeze(-1).to(dtype_) * v;
+    if (g.kernel == 0) return vt;
+    Tensor n = RmsNorm(vt, g.conv_norm, cfg_.rms_norm_eps);
+    const int64_t B = h.size(0), T = h.size(1), span = (g.kernel - 1) * g.dilation;
+    Tensor full = torch::cat({torch::zeros({B, span, h.size(2)}, n.options()), n}, 1);
+    Tensor y = full.narrow(1, 0, T) * g.conv_w.select(1, 0);
+    for (int j = 1; j < g.kernel; ++j)
+      y = y + full.narrow(1, j * g.dilation, T) * g.conv_w.select(1, j);
+    return vt + at::silu(y);
+  }
+
+  // Causal self-attention over whole sequences starting at position 0 (no cache).
+  Tensor AttentionTrain(const LayerW& L, const Tensor& h, const Tensor& cos, const Tensor& sin,
+                        const Tensor& neg) {
+    const int64_t B = h.size(0), T = h.size(1), H = h.size(2);
+    Tensor x = RmsNorm(h, L.in_norm, cfg_.rms_norm_eps);
+    Tensor qkv = at::linear(x, L.qkv).view({B, T, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+    Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+    q = q * cos + RotateHalf(q) * sin;
+    k = k * cos + RotateHalf(k) * sin;
+    Tensor att = at::matmul(q, k.transpose(-1, -2)).to(torch::kFloat32) /
+                 std::sqrt(static_cast<double>(head_dim_));
+    att = (att + neg).softmax(-1).to(dtype_);
+    Tensor y = at::matmul(att, v).transpose(1, 2).reshape({B, T, H});
+    return h + L.o(y);
   }
 
   Tensor Moe(const LayerW& L, const Tensor& x) {
@@ -393,6 +565,8 @@ class TorchTransformer final : public Transformer {
   bool fp8_cache_ = false;
   int64_t heads_ = 0, head_dim_ = 0;
   Tensor embed_, final_norm_, lm_head_, cos_, sin_, e4m3_lut_, valid_cache_;
+  Tensor live_head_, live_of_;  // FitRows: output rows that are not all zero, token -> their index
+  int64_t n_dead_ = 0;
   std::vector<LayerW> layers_;
   int64_t len_ = 0;
   uint64_t weight_bytes_ = 0;

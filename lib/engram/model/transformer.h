@@ -36,6 +36,34 @@ struct StepInput {
   const int64_t* targets = nullptr;
 };
 
+// `append --fit`: sequences whose Engram rows are partly trainable. Sequences are right-padded to
+// T (causal attention and the causal conv leave real positions untouched by padding).
+struct RowFitBatch {
+  int batch = 0, T = 0;
+  std::vector<int64_t> tokens;   // [B, T]
+  std::vector<int64_t> targets;  // [B, T]: the token position t must predict, -1 = none
+  // Per Engram layer k: the frozen rows every position reads, [B, T, per_layer, row_dim] floats,
+  // and for each (b, t, c) the index of the trainable row it reads instead (-1 = frozen).
+  std::vector<std::vector<float>> frozen;
+  std::vector<std::vector<int64_t>> train_index;
+  int64_t row_dim = 0;
+};
+
+struct RowFitParams {
+  int steps = 300;
+  double lr = 0.05;      // Adam
+  double l2 = 1e-3;      // penalty weight on the squared change of the trainable rows
+  double margin = 1.0;   // a sequence is fitted when every target's logit leads by this much
+  // Called after each step: (step, sequences fitted, loss). Returning false stops the fit.
+  std::function<bool(int, int, double)> progress;
+};
+
+struct RowFitOutcome {
+  int steps = 0;                 // optimiser steps taken
+  std::vector<uint8_t> fitted;   // per sequence, at the last forward
+  double loss = 0;
+};
+
 // Whether this build's libtorch can reach a CUDA device.
 bool TorchHasCuda();
 
@@ -50,6 +78,14 @@ class Transformer {
   virtual void Reset() = 0;
   // Runs one step and appends to the cache. logits receives [B, Tout, vocab] floats.
   virtual void Forward(const StepInput& in, std::vector<float>* logits) = 0;
+  // Minimises the targets' cross-entropy (teacher forcing, frozen weights) over the trainable
+  // rows `rows` ([R, row_dim], updated in place), with an L2 penalty toward `anchor`; stops once
+  // every sequence is fitted (margin) or after params.steps. Uses no KV cache (Reset not needed).
+  virtual RowFitOutcome FitRows(const RowFitBatch& batch, const RowFitParams& params,
+                                const std::vector<float>& anchor, std::vector<float>* rows) = 0;
+  // False when the output head's row for `token` is all zero: its logit is stuck at 0, so the
+  // model can never prefer it (tokens absent from the training text keep such rows).
+  virtual bool CanEmit(uint32_t token) const = 0;
   virtual uint64_t weight_bytes() const = 0;
   virtual uint64_t cache_bytes() const = 0;
 };

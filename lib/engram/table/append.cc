@@ -32,13 +32,7 @@ namespace {
 
 constexpr size_t kMaxListedProblems = 25;
 
-struct Entry {
-  size_t line = 0;
-  std::vector<uint32_t> canon;  // the n-gram, oldest first
-  std::vector<float> value;     // row_dim values
-  int64_t layer_id = -1;        // -1 = every Engram layer
-  int64_t head = -1;            // -1 = every head
-};
+using Entry = PreparedEntry;
 
 class Problems {
  public:
@@ -425,8 +419,9 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   Problems pr(o.entries);
   bool st =
       o.entries.size() > 12 && o.entries.compare(o.entries.size() - 12, 12, ".safetensors") == 0;
-  std::vector<Entry> entries =
-      st ? ParseSafetensors(o, layout, &pr) : ParseJsonl(o, layout, tok.get(), &pr);
+  std::vector<Entry> entries = o.prepared ? *o.prepared
+                               : st       ? ParseSafetensors(o, layout, &pr)
+                                          : ParseJsonl(o, layout, tok.get(), &pr);
   for (const Entry& e : entries) {
     if (e.canon.size() < hash::kMinOrder || e.canon.size() > layout.spec.max_order)
       pr.Add(e.line, "the n-gram has " + std::to_string(e.canon.size()) +

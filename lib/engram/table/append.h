@@ -10,12 +10,24 @@
 
 namespace engram::table {
 
+// One entry, parsed: an n-gram, its row, and where it goes.
+struct PreparedEntry {
+  size_t line = 0;              // 1-based line (or row) of the entries file, for messages
+  std::vector<uint32_t> canon;  // the n-gram, canonical ids, oldest first
+  std::vector<float> value;     // row_dim values
+  int64_t layer_id = -1;        // -1 = every Engram layer
+  int64_t head = -1;            // -1 = every head
+};
+
 struct AppendOptions {
   std::string table;
   std::string entries;         // .jsonl or .safetensors
   std::string tokenizer_path;  // for "text" entries
   bool wait = true;            // false: fail at once when another writer holds the lock
   bool dry_run = false;        // validate and report, write nothing
+  // When set, these entries are written instead of reading `entries` (append --fit computes
+  // them); `entries` still names the file in messages.
+  const std::vector<PreparedEntry>* prepared = nullptr;
 };
 
 struct Displaced {

@@ -1,0 +1,553 @@
+// `append --fit`: choose the rows a fact reads where its target is predicted, fit them through
+// the frozen model (Transformer::FitRows), round them to the table's dtype, check each fact
+// again by greedy decoding through the same forward pass `run` uses, and report.
+#include "engram/model/fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engram/base/dtype.h"
+#include "engram/base/error.h"
+#include "engram/base/file.h"
+#include "engram/base/resource.h"
+#include "engram/hash/addressing.h"
+#include "engram/hash/ngram_hash.h"
+#include "engram/model/setup.h"
+#include "engram/model/transformer.h"
+#include "engram/table/gather.h"
+
+namespace engram::model {
+
+namespace {
+
+using base::LogLevel;
+
+constexpr size_t kMaxListedProblems = 25;
+
+// One entry as token sequences: ids[0..n) with targets predicted at positions first..n-2.
+struct Seq {
+  std::vector<uint32_t> ids, canon;
+  size_t first = 0;  // first position whose next token is a target
+};
+
+std::string Quote(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (c == '\n') {
+      o += "\\n";
+      continue;
+    }
+    o += c;
+  }
+  return o + "\"";
+}
+
+// Rows of Engram layer k for positions [t0, t1) of one sequence, decoded to f32 with `overlay`
+// (row -> values) in place of the table's, laid out [t - t0][per][row_dim].
+class RowSource {
+ public:
+  RowSource(const table::TableView& view, const std::vector<size_t>& table_layer)
+      : view_(view), table_layer_(table_layer) {}
+
+  // Global row ids of every position of `canon` for every Engram layer: [k][t][c].
+  std::vector<std::vector<uint64_t>> Rows(const std::vector<uint32_t>& canon) const {
+    const table::Layout& l = view_.layout();
+    const size_t per = l.spec.per_layer(), heads = l.spec.n_heads;
+    std::vector<std::vector<uint64_t>> out(table_layer_.size());
+    std::vector<uint64_t> buckets(canon.size() * per);
+    for (size_t k = 0; k < table_layer_.size(); ++k) {
+      hash::ComputeBuckets(l.spec, table_layer_[k], canon, buckets.data());
+      out[k].resize(canon.size() * per);
+      for (size_t t = 0; t < canon.size(); ++t)
+        for (size_t c = 0; c < per; ++c) {
+          uint32_t n = static_cast<uint32_t>(c / heads) + hash::kMinOrder;
+          out[k][t * per + c] = l.RowOf(
+              l.spec.SubIndex(table_layer_[k], n, static_cast<uint32_t>(c % heads)),
+              buckets[t * per + c]);
+        }
+    }
+    return out;
+  }
+
+  void Fill(const std::vector<uint64_t>& rows, size_t t0, size_t t1,
+            const std::unordered_map<uint64_t, const float*>& overlay, float* out) const {
+    const table::Layout& l = view_.layout();
+    const size_t per = l.spec.per_layer(), D = l.row_dim;
+    std::span<const uint64_t> span(rows.data() + t0 * per, (t1 - t0) * per);
+    table::GatherRowsF32(view_, span, out);
+    if (overlay.empty()) return;
+    for (size_t i = 0; i < span.size(); ++i)
+      if (auto it = overlay.find(span[i]); it != overlay.end())
+        std::memcpy(out + i * D, it->second, D * sizeof(float));
+  }
+
+ private:
+  const table::TableView& view_;
+  const std::vector<size_t>& table_layer_;
+};
+
+class Fitter {
+ public:
+  Fitter(const FitOptions& o, base::Reporter& rep) : o_(o), rep_(rep) {}
+
+  FitResult Run() {
+    RunResult rr;
+    RunOptions ro = o_.run;
+    ro.read_journal = true;  // fit against every committed row
+    LoadSetup(ro, rep_, s_, rr);
+    ENGRAM_CHECK(s_.engram, Code::kInvalidArgument,
+                 "append --fit needs the model's Engram branch: the config disables it or the "
+                 "model has no Engram layers");
+    const table::Layout& l = s_.view->layout();
+    TransformerOptions to;
+    to.dtype = s_.cfg.model.dtype == "bf16" || s_.cfg.model.dtype == "bfloat16" ? "bfloat16"
+                                                                                 : "float32";
+    to.threads = o_.run.threads;
+    to.max_batch = 1;
+    to.max_seq = static_cast<int>(std::min<uint32_t>(s_.mc.max_position_embeddings, 4096));
+    model_ = Transformer::Load(s_.mc, to);
+    max_seq_ = static_cast<size_t>(to.max_seq);
+    rep_.Log(LogLevel::kInfo, TableLoadedLine(rr.table_seconds, 0));
+    Tokenize();
+
+    base::Stopwatch sw;
+    FitResult res;
+    res.dtype = std::string(base::DTypeName(l.dtype));
+    ChooseRows(&res);
+    for (size_t e = 0; e < seqs_.size(); ++e) {
+      auto& r = res.entries[e];
+      Evaluate(e, {}, &r.logprob_before, &r.greedy_before);
+    }
+    // Round 0 fits from the table's rows; later rounds continue from the rounded rows with a
+    // wider margin when rounding to the table's dtype broke a fact.
+    std::vector<float> rows = anchor_;
+    std::vector<float> rounded = anchor_;
+    double margin = o_.margin;
+    for (int round = 0; round <= o_.refits; ++round) {
+      if (!rows.empty()) {
+        RowFitParams prm;
+        prm.steps = o_.steps;
+        prm.lr = o_.lr;
+        prm.l2 = o_.l2;
+        prm.margin = margin;
+        const uint64_t n = seqs_.size();
+        const bool debug = std::getenv("ENGRAM_FIT_DEBUG") != nullptr;
+        prm.progress = [&](int step, int fitted, double loss) {
+          rep_.Progress("fit", static_cast<uint64_t>(fitted), n, "entries");
+          if (debug)
+            rep_.Log(LogLevel::kNote, "fit step " + std::to_string(step) + ": " +
+                                           std::to_string(fitted) + " fitted, loss " +
+                                           std::to_string(loss));
+          return true;
+        };
+        RowFitOutcome out = model_->FitRows(batch_, prm, anchor_, &rows);
+        rep_.ProgressDone("fit");
+        res.steps += out.steps;
+      }
+      res.rounds = round + 1;
+      rounded = Round(rows);
+      Overlay ov = MakeOverlay(rounded);
+      size_t bad = 0;
+      for (size_t e = 0; e < seqs_.size(); ++e) {
+        auto& r = res.entries[e];
+        Evaluate(e, ov.map, &r.logprob_after, &r.greedy_after);
+        r.fitted = r.greedy_after == r.target;
+        bad += !r.fitted;
+      }
+      if (bad == 0 || rows.empty()) break;
+      if (round < o_.refits)
+        rep_.Log(LogLevel::kNote, std::to_string(bad) + " of " + std::to_string(seqs_.size()) +
+                                      " entries not reproduced after rounding to " + res.dtype +
+                                      "; fitting again with margin " + std::to_string(margin * 2));
+      rows = rounded;
+      margin *= 2;
+    }
+    res.fit_seconds = sw.Seconds();
+    // Rows whose stored value changes.
+    const size_t D = l.row_dim;
+    std::vector<uint8_t> a(l.row_stride() + l.scale_stride()), b(a.size());
+    for (size_t i = 0; i < row_info_.size(); ++i) {
+      std::span<const float> old(anchor_.data() + i * D, D), now(rounded.data() + i * D, D);
+      base::EncodeRow(l.dtype, old, a.data(), a.data() + l.row_stride());
+      base::EncodeRow(l.dtype, now, b.data(), b.data() + l.row_stride());
+      if (a == b) continue;
+      FitRow fr = row_info_[i];
+      fr.value.assign(now.begin(), now.end());
+      res.rows.push_back(std::move(fr));
+    }
+    if (!o_.check_corpus.empty()) CheckCorpus(rounded, &res);
+    return res;
+  }
+
+ private:
+  struct Overlay {
+    std::unordered_map<uint64_t, const float*> map;
+  };
+
+  Overlay MakeOverlay(const std::vector<float>& rows) const {
+    Overlay ov;
+    const size_t D = s_.view->layout().row_dim;
+    for (size_t i = 0; i < row_ids_.size(); ++i) ov.map[row_ids_[i]] = rows.data() + i * D;
+    return ov;
+  }
+
+  // Values as the table will store them.
+  std::vector<float> Round(const std::vector<float>& rows) const {
+    const table::Layout& l = s_.view->layout();
+    const size_t D = l.row_dim;
+    std::vector<float> out(rows.size());
+    std::vector<uint8_t> enc(l.row_stride() + l.scale_stride());
+    for (size_t i = 0; i * D < rows.size(); ++i) {
+      base::EncodeRow(l.dtype, std::span<const float>(rows.data() + i * D, D), enc.data(),
+                      enc.data() + l.row_stride());
+      base::DecodeRow(l.dtype, enc.data(), enc.data() + l.row_stride(),
+                      std::span<float>(out.data() + i * D, D));
+    }
+    return out;
+  }
+
+  void Tokenize() {
+    const uint32_t V = s_.mc.vocab_size;
+    std::vector<std::pair<size_t, std::string>> problems;
+    auto add = [&](size_t line, std::string what) { problems.emplace_back(line, std::move(what)); };
+    auto piece = [&](uint32_t id) { return Quote(s_.tok->Decode(std::vector<uint32_t>{id})); };
+    for (const FitEntry& en : o_.entries) {
+      Seq q;
+      std::vector<uint32_t> tid;
+      if (en.text) {
+        q.ids = s_.tok->Encode(en.target);
+        if (q.ids.size() < 2) {
+          add(en.line, "\"text\" is " + std::to_string(q.ids.size()) +
+                           " token(s); a text to fit needs at least 2 (the model learns to "
+                           "predict each token from the ones before)");
+          continue;
+        }
+        tid.assign(q.ids.begin() + 1, q.ids.end());
+        q.first = 0;
+      } else {
+        q.ids = s_.tok->Encode(en.prompt);
+        tid = s_.tok->Encode(en.target);
+        if (q.ids.empty()) {
+          add(en.line, "\"prompt\" is empty after tokenization");
+          continue;
+        }
+        if (tid.empty()) {
+          add(en.line, "\"target\" is empty after tokenization");
+          continue;
+        }
+        q.first = q.ids.size() - 1;
+        q.ids.insert(q.ids.end(), tid.begin(), tid.end());
+      }
+      if (q.ids.size() > max_seq_) {
+        add(en.line, "prompt and target are " + std::to_string(q.ids.size()) +
+                         " tokens, more than the model's context of " + std::to_string(max_seq_) +
+                         "; shorten them");
+        continue;
+      }
+      bool ok = true;
+      for (uint32_t id : q.ids)
+        if (id >= V) {
+          add(en.line, "token id " + std::to_string(id) + " is outside the model's vocabulary");
+          ok = false;
+          break;
+        }
+      if (!ok) continue;
+      for (size_t i = 0; i < tid.size(); ++i)
+        if (!model_->CanEmit(tid[i])) {
+          add(en.line, "target token " + std::to_string(tid[i]) + " " + piece(tid[i]) +
+                           " can never be emitted: the model's output row for it is all zero "
+                           "(the token never occurs in its training text); spell the target with "
+                           "tokens the model has seen (e.g. split an invented name into common "
+                           "word pieces)");
+          ok = false;
+          break;
+        }
+      if (!ok) continue;
+      for (uint32_t id : q.ids) q.canon.push_back(id < s_.canon.size() ? s_.canon[id] : 0);
+      seqs_.push_back(std::move(q));
+    }
+    if (!problems.empty()) {
+      std::ostringstream os;
+      size_t bad = 0;
+      for (size_t i = 0; i < problems.size(); ++i)
+        bad += i == 0 || problems[i].first != problems[i - 1].first;
+      os << bad << " entr" << (bad == 1 ? "y" : "ies") << " of " << o_.entries_path
+         << " cannot be fitted; nothing was written:";
+      for (size_t i = 0; i < problems.size() && i < kMaxListedProblems; ++i)
+        os << "\n" << o_.entries_path << ":" << problems[i].first << ": " << problems[i].second;
+      if (problems.size() > kMaxListedProblems)
+        os << "\n... and " << problems.size() - kMaxListedProblems << " more";
+      ENGRAM_THROW(Code::kInvalidArgument, os.str());
+    }
+  }
+
+  // The trainable rows (positions rule, --keep-frequent), their owners, the per-entry report
+  // counts, and the batch FitRows trains on.
+  void ChooseRows(FitResult* res) {
+    const table::Layout& l = s_.view->layout();
+    const table::TableView& v = *s_.view;
+    const size_t per = l.spec.per_layer(), heads = l.spec.n_heads, D = l.row_dim;
+    const size_t K = s_.table_layer.size();
+    RowSource src(v, s_.table_layer);
+    std::unordered_map<uint64_t, int64_t> index;  // row -> trainable index
+    const bool stats = v.reader().has_stats();
+    auto corpus_count = [&](uint64_t row) -> uint32_t {
+      return stats && !v.Overlay(row) ? v.reader().Stats(row).owner_count : 0;
+    };
+    size_t T = 0;
+    for (const Seq& q : seqs_) T = std::max(T, q.ids.size());
+    const size_t B = seqs_.size();
+    batch_.batch = static_cast<int>(B);
+    batch_.T = static_cast<int>(T);
+    batch_.row_dim = static_cast<int64_t>(D);
+    batch_.tokens.assign(B * T, 0);
+    batch_.targets.assign(B * T, -1);
+    batch_.frozen.assign(K, std::vector<float>(B * T * per * D, 0.0f));
+    batch_.train_index.assign(K, std::vector<int64_t>(B * T * per, -1));
+    uint32_t scratch[hash::kMaxOrder];
+    for (size_t b = 0; b < B; ++b) {
+      const Seq& q = seqs_[b];
+      const FitEntry& en = o_.entries[b];  // Tokenize threw unless every entry became a Seq
+      FitEntryReport rep;
+      rep.line = en.line;
+      rep.text = en.text;
+      rep.prompt = en.prompt;
+      rep.target =
+          en.text ? s_.tok->Decode(std::vector<uint32_t>(q.ids.begin() + 1, q.ids.end()))
+                  : en.target;
+      rep.target_tokens = q.ids.size() - 1 - q.first;
+      const size_t n_tok = q.ids.size();
+      for (size_t t = 0; t < n_tok; ++t) batch_.tokens[b * T + t] = q.ids[t];
+      for (size_t t = q.first; t + 1 < n_tok; ++t) batch_.targets[b * T + t] = q.ids[t + 1];
+      auto rows = src.Rows(q.canon);
+      const size_t from = o_.positions == "all" ? 0 : q.first;
+      std::map<std::string, uint32_t> generic;  // final n-grams that are corpus owners
+      for (size_t k = 0; k < K; ++k) {
+        const size_t li = s_.table_layer[k];
+        for (size_t t = from; t + 1 < n_tok; ++t)
+          for (size_t c = 0; c < per; ++c) {
+            const uint32_t n = static_cast<uint32_t>(c / heads) + hash::kMinOrder;
+            if (t + 1 < n) continue;  // not a full n-gram
+            const uint64_t row = rows[k][t * per + c];
+            const uint32_t* g = hash::NgramAt(l.spec, q.canon, t, n, scratch);
+            const uint32_t tag = hash::OwnerTag(g, n, l.owner_tag_seed);
+            const uint32_t owner = v.Tag(row);
+            const uint32_t count = corpus_count(row);
+            if (owner == tag && count > 0 && !en.text && t == q.first) {
+              std::string words = s_.tok->Decode(
+                  std::vector<uint32_t>(q.ids.begin() + (t + 1 - n), q.ids.begin() + (t + 1)));
+              generic[words] = std::max(generic[words], count);
+            }
+            if (o_.keep_frequent && owner == tag && count >= o_.keep_frequent) {
+              if (kept_.insert(row).second) ++res->kept_rows;
+              ++rep.rows_kept_frequent;
+              continue;
+            }
+            auto [it, fresh] = index.try_emplace(row, static_cast<int64_t>(row_ids_.size()));
+            if (fresh) {
+              row_ids_.push_back(row);
+              FitRow fr;
+              fr.layer_id = l.spec.layer_ids[li];
+              fr.head = static_cast<uint32_t>(c % heads);
+              fr.canon.assign(g, g + n);
+              fr.line = en.line;
+              row_info_.push_back(std::move(fr));
+            }
+            ++rep.rows;
+            if (owner != tag && owner != hash::kNoOwner && o_.keep_frequent &&
+                count >= o_.keep_frequent)
+              ++rep.rows_frequent_owner;
+          }
+      }
+      for (const auto& [words, count] : generic)
+        rep.warnings.push_back("the prompt ends with " + Quote(words) + ", seen " +
+                               std::to_string(count) +
+                               " times in the build corpus: every prompt ending that way reads "
+                               "the fitted rows; reword so the last words carry the fact's own "
+                               "name");
+      res->entries.push_back(std::move(rep));
+      // Frozen rows of every position, and which of them are trainable.
+      for (size_t k = 0; k < K; ++k) {
+        src.Fill(rows[k], 0, n_tok, {}, &batch_.frozen[k][b * T * per * D]);
+        for (size_t i = 0; i < n_tok * per; ++i)
+          if (auto it = index.find(rows[k][i]); it != index.end())
+            batch_.train_index[k][b * T * per + i] = it->second;
+      }
+    }
+    // A row chosen by a later entry is read by earlier ones too: index every sequence again.
+    for (size_t b = 0; b < B; ++b) {
+      auto rows = src.Rows(seqs_[b].canon);
+      for (size_t k = 0; k < K; ++k)
+        for (size_t i = 0; i < rows[k].size(); ++i)
+          if (auto it = index.find(rows[k][i]); it != index.end())
+            batch_.train_index[k][b * T * per + i] = it->second;
+    }
+    res->trainable_rows = row_ids_.size();
+    anchor_.resize(row_ids_.size() * D);
+    table::GatherRowsF32(v, row_ids_, anchor_.data());
+  }
+
+  // Through Transformer::Forward (the pass `run` uses): the target's log-probability under
+  // teacher forcing and the greedy continuation of as many tokens.
+  void Evaluate(size_t e, const std::unordered_map<uint64_t, const float*>& overlay,
+                double* logprob, std::string* greedy) {
+    const Seq& q = seqs_[e];
+    const table::Layout& l = s_.view->layout();
+    const size_t per = l.spec.per_layer(), D = l.row_dim, K = s_.table_layer.size();
+    RowSource src(*s_.view, s_.table_layer);
+    const size_t n = q.ids.size();
+    std::vector<std::vector<float>> bufs(K);
+    auto forward = [&](const std::vector<uint32_t>& canon, size_t t0, size_t t1,
+                       const std::vector<uint32_t>& ids, const std::vector<int64_t>* targets,
+                       std::vector<float>* out) {
+      auto rows = src.Rows(canon);
+      for (size_t k = 0; k < K; ++k) {
+        bufs[k].assign((t1 - t0) * per * D, 0.0f);
+        src.Fill(rows[k], t0, t1, overlay, bufs[k].data());
+      }
+      std::vector<int64_t> tok(ids.begin() + t0, ids.begin() + t1), pos(t1 - t0);
+      std::vector<uint8_t> valid(t1 - t0, 1);
+      for (size_t t = t0; t < t1; ++t) pos[t - t0] = static_cast<int64_t>(t);
+      StepInput in;
+      in.batch = 1;
+      in.T = static_cast<int>(t1 - t0);
+      in.tokens = tok.data();
+      in.positions = pos.data();
+      in.valid = valid.data();
+      in.engram_rows = [&](size_t k) { return bufs[k].data(); };
+      if (targets) in.targets = targets->data();
+      model_->Forward(in, out);
+    };
+    std::vector<float> out;
+    // Log-probability of the targets.
+    std::vector<int64_t> tgt(n, -1);
+    for (size_t t = q.first; t + 1 < n; ++t) tgt[t] = q.ids[t + 1];
+    model_->Reset();
+    forward(q.canon, 0, n, q.ids, &tgt, &out);
+    double nll = 0;
+    for (size_t t = q.first; t + 1 < n; ++t) nll += out[t];
+    *logprob = -nll;
+    // Greedy continuation.
+    std::vector<uint32_t> ids(q.ids.begin(), q.ids.begin() + q.first + 1);
+    std::vector<uint32_t> canon(q.canon.begin(), q.canon.begin() + q.first + 1);
+    std::vector<uint32_t> gen;
+    model_->Reset();
+    size_t t0 = 0;
+    const size_t want = n - 1 - q.first;
+    const uint32_t V = s_.mc.vocab_size;
+    while (gen.size() < want) {
+      forward(canon, t0, ids.size(), ids, nullptr, &out);
+      uint32_t next = static_cast<uint32_t>(std::max_element(out.begin(), out.begin() + V) -
+                                            out.begin());
+      gen.push_back(next);
+      if (s_.mc.eos_token_id >= 0 && next == static_cast<uint32_t>(s_.mc.eos_token_id)) break;
+      t0 = ids.size();
+      ids.push_back(next);
+      canon.push_back(next < s_.canon.size() ? s_.canon[next] : 0);
+      if (ids.size() > max_seq_) break;
+    }
+    *greedy = s_.tok->Decode(gen);
+  }
+
+  // Held-out perplexity with the table's rows and with the fitted ones.
+  void CheckCorpus(const std::vector<float>& rounded, FitResult* res) {
+    std::string text = base::ReadFileToString(o_.check_corpus, 1ull << 30);
+    std::vector<uint32_t> ids = s_.tok->Encode(text);
+    ENGRAM_CHECK(ids.size() >= 2, Code::kInvalidArgument,
+                 o_.check_corpus << " holds fewer than 2 tokens; give held-out text to score");
+    std::vector<uint32_t> canon;
+    for (uint32_t id : ids) canon.push_back(id < s_.canon.size() ? s_.canon[id] : 0);
+    const table::Layout& l = s_.view->layout();
+    const size_t per = l.spec.per_layer(), D = l.row_dim, K = s_.table_layer.size();
+    RowSource src(*s_.view, s_.table_layer);
+    auto rows = src.Rows(canon);
+    Overlay ov = MakeOverlay(rounded);
+    const size_t window = std::min<size_t>(max_seq_, 512);
+    double nll[2] = {0, 0};
+    uint64_t scored = 0;
+    std::vector<std::vector<float>> bufs(K);
+    std::vector<float> out;
+    const uint64_t total = ids.size();
+    for (int pass = 0; pass < 2; ++pass) {
+      const auto& overlay = pass == 0 ? std::unordered_map<uint64_t, const float*>{} : ov.map;
+      for (size_t w0 = 0; w0 < ids.size(); w0 += window) {
+        const size_t w1 = std::min(ids.size(), w0 + window);
+        for (size_t k = 0; k < K; ++k) {
+          bufs[k].assign((w1 - w0) * per * D, 0.0f);
+          src.Fill(rows[k], w0, w1, overlay, bufs[k].data());
+        }
+        std::vector<int64_t> tok(ids.begin() + w0, ids.begin() + w1), pos(w1 - w0),
+            tgt(w1 - w0, -1);
+        std::vector<uint8_t> valid(w1 - w0, 1);
+        for (size_t t = w0; t < w1; ++t) {
+          pos[t - w0] = static_cast<int64_t>(t - w0);
+          if (t + 1 < ids.size()) tgt[t - w0] = ids[t + 1];
+        }
+        StepInput in;
+        in.batch = 1;
+        in.T = static_cast<int>(w1 - w0);
+        in.tokens = tok.data();
+        in.positions = pos.data();
+        in.valid = valid.data();
+        in.targets = tgt.data();
+        in.engram_rows = [&](size_t k) { return bufs[k].data(); };
+        model_->Reset();
+        model_->Forward(in, &out);
+        for (size_t t = w0; t < w1; ++t)
+          if (tgt[t - w0] >= 0) {
+            nll[pass] += out[t - w0];
+            scored += pass == 0;
+          }
+        rep_.Progress(pass == 0 ? "check-corpus (table)" : "check-corpus (fitted)", w1, total,
+                      "tokens");
+      }
+      rep_.ProgressDone(pass == 0 ? "check-corpus (table)" : "check-corpus (fitted)");
+    }
+    res->corpus_checked = true;
+    res->corpus_tokens = scored;
+    res->ppl_before = std::exp(nll[0] / static_cast<double>(scored));
+    res->ppl_after = std::exp(nll[1] / static_cast<double>(scored));
+  }
+
+  const FitOptions& o_;
+  base::Reporter& rep_;
+  Setup s_;
+  std::unique_ptr<Transformer> model_;
+  size_t max_seq_ = 0;
+  std::vector<Seq> seqs_;
+  RowFitBatch batch_;
+  std::vector<uint64_t> row_ids_;  // trainable rows (global row ids)
+  std::vector<FitRow> row_info_;   // their owners
+  std::vector<float> anchor_;      // their values in the table
+  std::unordered_set<uint64_t> kept_;
+};
+
+}  // namespace
+
+FitResult FitImpl(const FitOptions& o, base::Reporter& rep) { return Fitter(o, rep).Run(); }
+
+}  // namespace engram::model
+
+extern "C" int engram_model_fit_v1(const engram::model::FitOptions* opts,
+                                   engram::base::Reporter* reporter,
+                                   engram::model::FitResult* result, std::string* error,
+                                   int* error_code) {
+  try {
+    *result = engram::model::FitImpl(*opts, *reporter);
+    return 0;
+  } catch (const engram::Error& e) {
+    *error = e.what();
+    *error_code = static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    *error = std::string("internal error in the model module: ") + e.what();
+    *error_code = static_cast<int>(engram::Code::kInternal);
+  }
+  return 1;
+}

@@ -1,0 +1,89 @@
+// `engramctl append --fit`: rows for facts and domain text computed through the frozen model.
+// Torch-free like run.h: the fit runs in libengram_model.so (LoadFitPlugin); the rows it returns
+// are written by table::Append like any other entries (schemas/append_entries.md, "Fitted
+// entries").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engram/base/reporter.h"
+#include "engram/model/run.h"
+
+namespace engram::model {
+
+// One line of the entries file: a fact (the model should continue `prompt` with `target`) or a
+// text (text = true, in `target`: the model should find it likely).
+struct FitEntry {
+  size_t line = 0;
+  std::string prompt, target;
+  bool text = false;
+};
+
+struct FitOptions {
+  RunOptions run;            // config_path, model_dir, table_path, threads are read
+  std::string entries_path;  // for messages (FILE:LINE)
+  std::vector<FitEntry> entries;
+  std::string positions = "last";  // last: rows read where a target token is predicted; all: and
+                                   // every prompt position
+  int steps = 300;                 // optimiser steps per round
+  double lr = 0.2, l2 = 1e-4;
+  double margin = 1.0;  // every target token must lead the runner-up logit by this much
+  int refits = 2;       // extra rounds when quantising to the table's dtype breaks a fact
+  // Rows that belong to the n-gram itself in the base and whose corpus count (STATS) is at least
+  // this keep their values (0 = edit them too); the same count marks a displaced owner frequent.
+  uint32_t keep_frequent = 100;
+  std::string check_corpus;  // held-out text: perplexity before and after
+};
+
+struct FitRow {
+  uint32_t layer_id = 0, head = 0;
+  std::vector<uint32_t> canon;  // the n-gram (canonical ids, oldest first): the row's owner
+  std::vector<float> value;     // row_dim values, already representable in the table's dtype
+  size_t line = 0;              // the entry that chose it
+};
+
+struct FitEntryReport {
+  size_t line = 0;
+  bool text = false;
+  std::string prompt, target;
+  size_t target_tokens = 0;
+  double logprob_before = 0, logprob_after = 0;  // of the target given the prompt (natural log)
+  std::string greedy_before, greedy_after;       // greedy continuation of target_tokens tokens
+  bool fitted = false;                           // greedy_after reproduces the target exactly
+  size_t rows = 0;                  // trainable rows this entry reads where targets are predicted
+  size_t rows_frequent_owner = 0;   // ... whose base owner is another n-gram, frequent in corpus
+  size_t rows_kept_frequent = 0;    // rows of its own n-grams left alone (--keep-frequent)
+  std::vector<std::string> warnings;
+};
+
+struct FitResult {
+  std::vector<FitRow> rows;  // rows whose stored value changes
+  std::vector<FitEntryReport> entries;
+  size_t trainable_rows = 0, kept_rows = 0;
+  int steps = 0, rounds = 0;
+  double fit_seconds = 0;  // the optimisation and checks, without loading
+  std::string dtype;       // the table's row dtype the rows were quantised to
+  bool corpus_checked = false;
+  double ppl_before = 0, ppl_after = 0;
+  uint64_t corpus_tokens = 0;
+};
+
+// An entries file read for append: the entries to fit and the lines that carry values. Throws
+// kInvalidArgument listing every bad line (FILE:LINE: problem): a fit entry with a value, a
+// prompt without a target, empty strings, unknown keys, a file mixing both kinds.
+struct EntriesToFit {
+  std::vector<FitEntry> fit;
+  size_t value_entries = 0;  // entries with "value"/"value_ref" (for table::Append)
+};
+EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested);
+
+using FitFn = int (*)(const FitOptions* opts, base::Reporter* reporter, FitResult* result,
+                      std::string* error, int* error_code);
+inline constexpr const char* kFitSymbol = "engram_model_fit_v1";
+
+// Loads libengram_model.so as LoadModelPlugin does and returns its fit entry point.
+FitFn LoadFitPlugin();
+
+}  // namespace engram::model

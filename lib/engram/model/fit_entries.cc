@@ -1,0 +1,121 @@
+// Reading an append entries file for --fit (schemas/append_entries.md, "Entries to fit").
+#include <sstream>
+
+#include "engram/base/error.h"
+#include "engram/base/file.h"
+#include "engram/base/json.h"
+#include "engram/model/fit.h"
+
+namespace engram::model {
+
+EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
+  EntriesToFit out;
+  std::vector<std::pair<size_t, std::string>> problems;
+  auto add = [&](size_t line, std::string what) { problems.emplace_back(line, std::move(what)); };
+  std::string text = base::ReadFileToString(path, 4ull << 30);
+  std::vector<size_t> value_lines;
+  size_t line_no = 0;
+  for (size_t p = 0; p <= text.size();) {
+    size_t q = text.find('\n', p);
+    if (q == std::string::npos) q = text.size();
+    std::string line = text.substr(p, q - p);
+    p = q + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      if (q == text.size()) break;
+      continue;
+    }
+    base::Json j;
+    try {
+      j = base::Json::Parse(line, "entry", 16);
+    } catch (const Error& e) {
+      std::string m = e.what();
+      add(line_no, "not valid JSON (" + m.substr(m.find(": ") + 2) + ")");
+      continue;
+    }
+    if (!j.is_object()) {
+      add(line_no, "an entry must be a JSON object");
+      continue;
+    }
+    const bool has_value = j.Find("value") || j.Find("value_ref");
+    const base::Json* prompt = j.Find("prompt");
+    const base::Json* target = j.Find("target");
+    const base::Json* txt = j.Find("text");
+    if (has_value) {
+      if (prompt || target)
+        add(line_no, "an entry with \"prompt\"/\"target\" is fitted, its value computed: remove "
+                     "\"value\"/\"value_ref\" (or drop \"prompt\"/\"target\" to store the value "
+                     "as given)");
+      else if (fit_requested)
+        add(line_no, "--fit computes the values, but this entry gives one; remove \"value\" / "
+                     "\"value_ref\" or append it without --fit");
+      else
+        value_lines.push_back(line_no);
+      continue;
+    }
+    bool ok = true;
+    for (const auto& [k, v] : j.members())
+      if (k != "prompt" && k != "target" && k != "text" && k != "note") {
+        add(line_no, "unknown key \"" + k + "\" in an entry to fit (known: prompt, target, text, "
+                     "note; \"ids\"/\"layer\"/\"head\" need a \"value\")");
+        ok = false;
+      }
+    if (!ok) continue;
+    FitEntry en;
+    en.line = line_no;
+    if (prompt || target) {
+      if (txt) {
+        add(line_no, "give either \"prompt\" + \"target\" (a fact) or \"text\", not both");
+        continue;
+      }
+      if (!prompt || !prompt->is_string() || prompt->as_string().empty()) {
+        add(line_no, "a fact needs a non-empty \"prompt\" string");
+        continue;
+      }
+      if (!target || !target->is_string() || target->as_string().empty()) {
+        add(line_no, "a fact needs a non-empty \"target\" string (what the model should say "
+                     "after the prompt, usually starting with a space)");
+        continue;
+      }
+      en.prompt = prompt->as_string();
+      en.target = target->as_string();
+    } else if (txt) {
+      if (!txt->is_string() || txt->as_string().empty()) {
+        add(line_no, "\"text\" must be a non-empty string");
+        continue;
+      }
+      en.text = true;
+      en.target = txt->as_string();
+    } else {
+      add(line_no, "an entry needs \"prompt\" + \"target\", \"text\", or an n-gram with a "
+                   "\"value\"");
+      continue;
+    }
+    if (!base::IsValidUtf8(en.prompt) || !base::IsValidUtf8(en.target)) {
+      add(line_no, "the entry is not valid UTF-8");
+      continue;
+    }
+    out.fit.push_back(std::move(en));
+  }
+  out.value_entries = value_lines.size();
+  if (problems.empty() && !out.fit.empty() && !value_lines.empty()) {
+    for (size_t l : value_lines)
+      add(l, "this file mixes entries with values and entries to fit; put the entries with "
+             "\"value\" in a file of their own");
+  }
+  if (problems.empty() && fit_requested && out.fit.empty()) add(0, "no entries to fit");
+  if (problems.empty()) return out;
+  std::ostringstream os;
+  size_t bad = 0;
+  for (size_t i = 0; i < problems.size(); ++i)
+    bad += i == 0 || problems[i].first != problems[i - 1].first;
+  os << bad << " bad entr" << (bad == 1 ? "y" : "ies") << " in " << path
+     << "; nothing was written:";
+  for (size_t i = 0; i < problems.size() && i < 25; ++i)
+    os << "\n" << path << ":" << problems[i].first << ": " << problems[i].second;
+  if (problems.size() > 25) os << "\n... and " << problems.size() - 25 << " more";
+  ENGRAM_THROW(Code::kInvalidArgument, os.str());
+}
+
+}  // namespace engram::model
