@@ -131,7 +131,7 @@ void AddAppendCommand(CLI::App& app) {
     const bool st = f->o.entries.size() > 12 &&
                     f->o.entries.compare(f->o.entries.size() - 12, 12, ".safetensors") == 0;
     ENGRAM_CHECK(!(st && f->fit), engram::Code::kInvalidArgument,
-                 "append: --fit reads JSON Lines entries {\"prompt\", \"target\"} or {\"text\"}; "
+                 "--fit reads JSON Lines entries {\"prompt\", \"target\"} or {\"text\"}; "
                  << f->o.entries << " is a safetensors file of rows");
     std::vector<engram::table::PreparedEntry> fitted;
     if (!st) {
@@ -139,12 +139,12 @@ void AddAppendCommand(CLI::App& app) {
       auto ef = engram::model::ReadEntriesToFit(f->o.entries, f->fit);
       if (!ef.fit.empty()) {
         ENGRAM_CHECK(cfg.has_value(), engram::Code::kInvalidArgument,
-                     "append: entries to fit (" << f->o.entries
+                     "entries to fit (" << f->o.entries
                                                 << ") need the model: give --config cfg.toml "
                                                    "with a [model] path");
         ENGRAM_CHECK(f->max_ppl_increase < 0 || !f->fo.check_corpus.empty(),
                      engram::Code::kInvalidArgument,
-                     "append: --max-ppl-increase needs --check-corpus FILE (held-out text)");
+                     "--max-ppl-increase needs --check-corpus FILE (held-out text)");
         f->fo.run.config_path = f->config_path;
         f->fo.run.table_path = f->o.table;
         f->fo.entries_path = f->o.entries;
@@ -203,7 +203,7 @@ void AddAppendCommand(CLI::App& app) {
         if (fr.corpus_checked && f->max_ppl_increase >= 0 && rise > f->max_ppl_increase) {
           if (f->json) PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":null}");
           ENGRAM_THROW(engram::Code::kInvalidArgument,
-                       "append: the fit raises held-out perplexity by "
+                       "the fit raises held-out perplexity by "
                            << Num(rise, "%.3f") << "%, more than --max-ppl-increase "
                            << f->max_ppl_increase
                            << "; nothing was written (fit fewer entries at once, lower --margin, "

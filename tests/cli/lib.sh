@@ -31,3 +31,16 @@ random_model() {  # random_model DIR VARIANT: a small random MoE+Engram model di
   printf '[model]\npath = "%s"\n[engram]\nngram_order = 3\nhash_buckets = 1024\nn_heads = 2\nembed_dim = 32\nlayer_ids = [0, 2]\n[engram.table]\npath = "%s"\n' \
     "$m" "$m.engram" > "$m.toml"
 }
+demo_model() {  # demo_model DIR: the trained demo model (assets/demo-model) + its table DIR.engram (owners
+                # from 100 Brown documents) + DIR.toml (journal read) and DIR.det.toml (deterministic)
+  local m=$1
+  mkdir -p "$m"
+  cp "$SRC/assets/demo-model/config.json" "$m/"
+  zstd -q -d -f "$SRC/assets/demo-model/model.safetensors.zst" -o "$m/model.safetensors"
+  cp "$ASSETS/deepseek_v3/tokenizer.json" "$m/"
+  head -n 100 "$ASSETS/brown/train.txt" > "$m.corpus.txt"
+  sed -e "s|build/demo/model|$m|" -e "s|build/demo/engram_weights/ngram_table_v3.bin|$m.engram|" \
+    -e 's|prefetch = true|prefetch = false|' "$SRC/examples/demo/config.toml" > "$m.det.toml"
+  sed 's|deterministic_addressing = true|deterministic_addressing = false|' "$m.det.toml" > "$m.toml"
+  $E -q build --config "$m.det.toml" --corpus "$m.corpus.txt" --values "$m" --tensor engram.table.weight -o "$m.engram"
+}

@@ -222,20 +222,24 @@ class Fitter {
       Seq q;
       std::vector<uint32_t> tid;
       if (en.text) {
+        // Position 0 reads no full n-gram (nothing to fit there): the first two tokens are the
+        // cue, every later token a target.
         q.ids = s_.tok->Encode(en.target);
-        if (q.ids.size() < 2) {
+        if (q.ids.size() < 3) {
           add(en.line, "\"text\" is " + std::to_string(q.ids.size()) +
-                           " token(s); a text to fit needs at least 2 (the model learns to "
-                           "predict each token from the ones before)");
+                           " token(s); a text to fit needs at least 3 (its first two tokens cue "
+                           "the rest); to teach a continuation use \"prompt\" + \"target\"");
           continue;
         }
-        tid.assign(q.ids.begin() + 1, q.ids.end());
-        q.first = 0;
+        tid.assign(q.ids.begin() + 2, q.ids.end());
+        q.first = 1;
       } else {
         q.ids = s_.tok->Encode(en.prompt);
         tid = s_.tok->Encode(en.target);
-        if (q.ids.empty()) {
-          add(en.line, "\"prompt\" is empty after tokenization");
+        if (q.ids.size() < 2) {
+          add(en.line, "\"prompt\" is " + std::to_string(q.ids.size()) +
+                           " token(s); a fact needs at least 2, because the rows fitted are "
+                           "those of the n-grams ending at the prompt's last token");
           continue;
         }
         if (tid.empty()) {
@@ -318,10 +322,10 @@ class Fitter {
       FitEntryReport rep;
       rep.line = en.line;
       rep.text = en.text;
-      rep.prompt = en.prompt;
-      rep.target =
-          en.text ? s_.tok->Decode(std::vector<uint32_t>(q.ids.begin() + 1, q.ids.end()))
-                  : en.target;
+      rep.prompt = en.text ? s_.tok->Decode(std::vector<uint32_t>(q.ids.begin(), q.ids.begin() + 2))
+                           : en.prompt;
+      rep.target = en.text ? s_.tok->Decode(std::vector<uint32_t>(q.ids.begin() + 2, q.ids.end()))
+                           : en.target;
       rep.target_tokens = q.ids.size() - 1 - q.first;
       const size_t n_tok = q.ids.size();
       for (size_t t = 0; t < n_tok; ++t) batch_.tokens[b * T + t] = q.ids[t];
