@@ -3,7 +3,8 @@
 # engramctl, assembles the bundled trained MoE+Engram model (assets/demo-model) with the real
 # DeepSeek-V3 tokenizer, exports the model's learned Engram rows into a v3 table whose owners come
 # from the Brown corpus, verifies the table against the deployment config, inspects it, looks
-# n-grams up, injects a fact, folds it, and ends by running a prompt on the model.
+# n-grams up, teaches the model a fact by fitting table rows (append --fit), folds it, and
+# ends by running a prompt on the model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install_deps.sh
@@ -28,12 +29,14 @@ step $E verify --config $C
 step $E inspect $t --stats
 step $E lookup --config $C "The jury said it did find that many of Atlanta's"
 
-# Inject a domain term (an n-gram the corpus never saw), see it hit, fold it back to deterministic addressing.
-printf '{"text": " quantum chromodynamics", "value": %s}\n' \
-  "$(/usr/bin/python3 -c 'print([0.25] * 16)')" > build/demo/fact.jsonl
+# Teach the model a fact it cannot know: ask, fit the table rows the prompt reads through the
+# frozen model (append --fit), fold them into the base, ask again.
+printf '{"prompt": "The capital of Zorvania is", "target": " Quellport"}\n' > build/demo/fact.jsonl
+step $E run --config $C "The capital of Zorvania is" -n 4 --temp 0
 step $E append --config $C --entries build/demo/fact.jsonl
 step $E sort-buckets $t
-step $E lookup --config $C " quantum chromodynamics"
+step $E run --config $C "The capital of Zorvania is" -n 4 --temp 0
+step $E lookup --config $C "The capital of Zorvania is"
 
 step $E run --config $C "The jury said that the city" -n 40 --temp 0.7 --seed 3
 echo

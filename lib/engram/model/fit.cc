@@ -4,6 +4,7 @@
 #include "engram/model/fit.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +36,12 @@ struct Seq {
   std::vector<uint32_t> ids, canon;
   size_t first = 0;  // first position whose next token is a target
 };
+
+std::string Num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
 
 std::string Quote(const std::string& s) {
   std::string o = "\"";
@@ -130,6 +137,7 @@ class Fitter {
     std::vector<float> rows = anchor_;
     std::vector<float> rounded = anchor_;
     double margin = o_.margin;
+    std::vector<uint8_t> fitted_before_rounding;
     for (int round = 0; round <= o_.refits; ++round) {
       if (!rows.empty()) {
         RowFitParams prm;
@@ -137,35 +145,41 @@ class Fitter {
         prm.lr = o_.lr;
         prm.l2 = o_.l2;
         prm.margin = margin;
-        const uint64_t n = seqs_.size();
+        const size_t n = seqs_.size();
         const bool debug = std::getenv("ENGRAM_FIT_DEBUG") != nullptr;
         prm.progress = [&](int step, int fitted, double loss) {
-          rep_.Progress("fit", static_cast<uint64_t>(fitted), n, "entries");
+          rep_.Progress("fit", static_cast<uint64_t>(step), static_cast<uint64_t>(o_.steps),
+                        "steps");
           if (debug)
             rep_.Log(LogLevel::kNote, "fit step " + std::to_string(step) + ": " +
-                                           std::to_string(fitted) + " fitted, loss " +
+                                           std::to_string(fitted) + " of " + std::to_string(n) +
+                                           " fitted, loss " +
                                            std::to_string(loss));
           return true;
         };
         RowFitOutcome out = model_->FitRows(batch_, prm, anchor_, &rows);
         rep_.ProgressDone("fit");
         res.steps += out.steps;
+        fitted_before_rounding = out.fitted;
       }
       res.rounds = round + 1;
       rounded = Round(rows);
       Overlay ov = MakeOverlay(rounded);
-      size_t bad = 0;
+      size_t bad = 0;  // fitted before rounding, not after
       for (size_t e = 0; e < seqs_.size(); ++e) {
         auto& r = res.entries[e];
         Evaluate(e, ov.map, &r.logprob_after, &r.greedy_after);
         r.fitted = r.greedy_after == r.target;
-        bad += !r.fitted;
+        bad += !r.fitted && e < fitted_before_rounding.size() && fitted_before_rounding[e];
       }
+      // Another round only helps where rounding broke a fit; an entry the optimiser could not
+      // fit within --steps is reported as it is.
       if (bad == 0 || rows.empty()) break;
       if (round < o_.refits)
         rep_.Log(LogLevel::kNote, std::to_string(bad) + " of " + std::to_string(seqs_.size()) +
-                                      " entries not reproduced after rounding to " + res.dtype +
-                                      "; fitting again with margin " + std::to_string(margin * 2));
+                                      " entries fitted but not reproduced after rounding to " +
+                                      res.dtype + "; fitting again with margin " +
+                                      Num(margin * 2));
       rows = rounded;
       margin *= 2;
     }

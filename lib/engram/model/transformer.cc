@@ -153,8 +153,6 @@ class TorchTransformer final : public Transformer {
     Tensor tgt = torch::from_blob(const_cast<int64_t*>(fb.targets.data()), {B, T}, i64).clone();
     // Target positions, flattened: the only places logits are needed (V x H per position).
     Tensor where = (tgt >= 0).reshape({-1}).nonzero().squeeze(1);
-    Tensor want = tgt.reshape({-1}).index_select(0, where);
-    Tensor seq_of = torch::div(where, T, "floor");
     if (!live_head_.defined()) {
       torch::NoGradGuard ng;
       Tensor live = lm_head_.abs().amax(1).gt(0).nonzero().squeeze(1);
@@ -163,19 +161,21 @@ class TorchTransformer final : public Transformer {
                                                                      torch::arange(live.size(0), i64));
       n_dead_ = lm_head_.size(0) - live.size(0);
     }
-    Tensor want_live = live_of_.index_select(0, want);
-    ENGRAM_CHECK(want_live.min().item<int64_t>() >= 0, Code::kInvalidArgument,
-                 "a fit target is a token the model can never emit (all-zero output row)");
+    {
+      Tensor want = live_of_.index_select(0, tgt.reshape({-1}).index_select(0, where));
+      ENGRAM_CHECK(want.numel() == 0 || want.min().item<int64_t>() >= 0,
+                   Code::kInvalidArgument,
+                   "a fit target is a token the model can never emit (all-zero output row)");
+    }
     const int64_t per = static_cast<int64_t>(cfg_.memory_dim()) / D;
-    std::vector<Tensor> frozen, index, use;
+    std::vector<Tensor> frozen, index, use;  // per Engram layer: [B, T * per, ...]
     for (size_t k = 0; k < fb.frozen.size(); ++k) {
       frozen.push_back(
-          torch::from_blob(const_cast<float*>(fb.frozen[k].data()), {B * T * per, D}, f32)
-              .clone());
+          torch::from_blob(const_cast<float*>(fb.frozen[k].data()), {B, T * per, D}, f32).clone());
       Tensor ix =
-          torch::from_blob(const_cast<int64_t*>(fb.train_index[k].data()), {B * T * per}, i64)
+          torch::from_blob(const_cast<int64_t*>(fb.train_index[k].data()), {B, T * per}, i64)
               .clone();
-      use.push_back((ix >= 0).unsqueeze(1));
+      use.push_back((ix >= 0).unsqueeze(2));
       index.push_back(ix.clamp_min(0));
     }
     Tensor P = torch::from_blob(rows->data(), {R, D}, f32).clone().requires_grad_(true);
@@ -185,15 +185,28 @@ class TorchTransformer final : public Transformer {
     Tensor neg = torch::zeros({T, T}, f32).masked_fill(
         torch::ones({T, T}, torch::kBool).tril().logical_not(), -INFINITY);
     Tensor cos = cos_.narrow(0, 0, T).to(dtype_), sin = sin_.narrow(0, 0, T).to(dtype_);
-    RowFitOutcome out;
-    out.fitted.assign(static_cast<size_t>(B), 0);
-    for (int step = 0;; ++step) {
-      Tensor h = embed_.index({tok});  // [B, T, H]
+
+    // One forward over the sequences `sel`: each target's negative log-likelihood, which of
+    // `sel` are fitted (every target leads by the margin), and each target's index in `sel`.
+    struct Pass {
+      Tensor nll, seq_ok, seq_of;
+    };
+    auto forward = [&](const Tensor& sel) {
+      const int64_t b = sel.size(0);
+      Tensor tg = tgt.index_select(0, sel);
+      Tensor at = (tg >= 0).reshape({-1}).nonzero().squeeze(1);
+      Tensor want = live_of_.index_select(0, tg.reshape({-1}).index_select(0, at));
+      Pass p;
+      p.seq_of = torch::div(at, T, "floor");
+      Tensor h = embed_.index({tok.index_select(0, sel)});  // [b, T, H]
       for (auto& L : layers_) {
         if (L.engram >= 0) {
           size_t k = static_cast<size_t>(L.engram);
-          Tensor e = torch::where(use[k], P.index_select(0, index[k]), frozen[k])
-                         .view({B, T, per * D})
+          Tensor ix = index[k].index_select(0, sel).reshape({-1});
+          Tensor e = torch::where(use[k].index_select(0, sel),
+                                  P.index_select(0, ix).view({b, T * per, D}),
+                                  frozen[k].index_select(0, sel))
+                         .view({b, T, per * D})
                          .to(dtype_);
           h = h + EngramTrain(L, h, e);
         }
@@ -202,7 +215,7 @@ class TorchTransformer final : public Transformer {
         h = h + (L.moe ? Moe(L, x) : L.dense(x));
       }
       h = RmsNorm(h, final_norm_, cfg_.rms_norm_eps);
-      Tensor hs = h.reshape({B * T, -1}).index_select(0, where);
+      Tensor hs = h.reshape({b * T, -1}).index_select(0, at);
       // Logits over the live vocabulary only: a token whose output row is all zero has logit
       // exactly 0, so the dead ones enter the softmax as one term log(n_dead) (exact).
       Tensor lg = at::linear(hs, live_head_).to(torch::kFloat32);  // [N, L]
@@ -211,38 +224,65 @@ class TorchTransformer final : public Transformer {
                                                           lg.options())},
                                          1)
                             : lg;
-      Tensor nll = full.logsumexp(1) - lg.gather(1, want_live.unsqueeze(1)).squeeze(1);  // [N]
-      Tensor ok_pos;
-      {
+      p.nll = full.logsumexp(1) - lg.gather(1, want.unsqueeze(1)).squeeze(1);  // [N]
+      torch::NoGradGuard ng;
+      Tensor lgd = lg.detach();
+      Tensor tl = lgd.gather(1, want.unsqueeze(1)).squeeze(1);
+      Tensor other = lgd.scatter(1, want.unsqueeze(1), -INFINITY).amax(1);
+      if (n_dead_) other = other.clamp_min(0.0);
+      Tensor bad = torch::zeros({b}, i64).index_add_(
+          0, p.seq_of, ((tl - other) < prm.margin).to(torch::kInt64));
+      p.seq_ok = bad == 0;
+      return p;
+    };
+
+    // Only the sequences not yet fitted take part in a step; every kCheckEvery steps (and when
+    // they are all fitted) every sequence is checked again, since shared rows move.
+    constexpr int kCheckEvery = 8;
+    RowFitOutcome out;
+    out.fitted.assign(static_cast<size_t>(B), 0);
+    const Tensor all = torch::arange(B, i64);
+    Tensor active;
+    int n_ok = 0;
+    for (int step = 0, since_check = 0;;) {
+      if (!active.defined() || since_check >= kCheckEvery) {
         torch::NoGradGuard ng;
-        Tensor lgd = lg.detach();
-        Tensor tl = lgd.gather(1, want_live.unsqueeze(1)).squeeze(1);
-        Tensor other = lgd.scatter(1, want_live.unsqueeze(1), -INFINITY).amax(1);
-        if (n_dead_) other = other.clamp_min(0.0);
-        ok_pos = (tl - other) >= prm.margin;
+        Pass p = forward(all);
+        auto sa = p.seq_ok.accessor<bool, 1>();
+        n_ok = 0;
+        for (int64_t b = 0; b < B; ++b) n_ok += out.fitted[b] = sa[b];
+        if (n_ok == B || step >= prm.steps) {
+          out.steps = step;
+          break;
+        }
+        active = p.seq_ok.logical_not().nonzero().squeeze(1);
+        since_check = 0;
       }
-      // A sequence is fitted when all its targets lead by the margin.
-      Tensor bad = torch::zeros({B}, i64).index_add_(0, seq_of, ok_pos.logical_not().to(torch::kInt64));
-      Tensor seq_ok = bad == 0;
-      auto sa = seq_ok.accessor<bool, 1>();
-      int n_ok = 0;
-      for (int64_t b = 0; b < B; ++b) n_ok += out.fitted[b] = sa[b];
-      if (n_ok == B || step >= prm.steps) {
-        out.steps = step;
-        break;
+      Pass p = forward(active);
+      const bool all_ok = p.seq_ok.all().item<bool>();
+      if (all_ok && since_check > 0) {
+        active = Tensor();  // check everything now
+        continue;
       }
       // Mean cross-entropy per unfitted sequence, summed; plus the L2 pull toward the anchor.
-      Tensor cnt = torch::zeros({B}, f32).index_add_(0, seq_of, torch::ones_like(nll));
-      Tensor w = seq_ok.logical_not().to(torch::kFloat32) / cnt.clamp_min(1);
-      Tensor loss = (nll * w.index_select(0, seq_of)).sum() + prm.l2 * (P - P0).pow(2).sum();
+      // (Right after a check every active sequence counts, so each check is followed by a step
+      // even where a smaller batch rounds differently.)
+      Tensor cnt = torch::zeros({active.size(0)}, f32).index_add_(0, p.seq_of,
+                                                                  torch::ones_like(p.nll));
+      Tensor pick = all_ok ? torch::ones_like(p.seq_ok) : p.seq_ok.logical_not();
+      Tensor w = pick.to(torch::kFloat32) / cnt.clamp_min(1);
+      Tensor loss = (p.nll * w.index_select(0, p.seq_of)).sum() + prm.l2 * (P - P0).pow(2).sum();
       opt.zero_grad();
       loss.backward();
       opt.step();
+      ++step;
+      ++since_check;
       out.loss = loss.item<double>();
-      if (prm.progress && !prm.progress(step + 1, n_ok, out.loss)) {
-        out.steps = step + 1;
+      if (prm.progress && !prm.progress(step, n_ok, out.loss)) {
+        out.steps = step;
         break;
       }
+      if (step >= prm.steps) active = Tensor();  // final check
     }
     {
       torch::NoGradGuard ng;

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# append --fit on the demo model (issue 12): invented facts (bench/facts/facts50.jsonl: prompt,
+# target, a paraphrase with the same final words, an unrelated control prompt) fitted one at a
+# time and all together into a copy of the demo table, folded with sort-buckets, then asked with
+# `run` (greedy). Prints efficacy (the continuation starts with the target) for single and batch
+# fits, paraphrase success, control prompts whose continuation changed, held-out Brown perplexity
+# before/after, rows touched, and seconds per fact on 1 thread against the PyTorch reference doing
+# the same fit (scripts/model/fit_reference.py; best of RUNS interleaved runs each).
+# Targets: efficacy >= 95%, paraphrase >= 90%, controls changed <= 5%, perplexity +<= 0.5%,
+# <= 2 s per fact, >= 2x faster than the reference.
+#   bench/bench_fit.sh [WORKDIR] [RUNS] [FACTS]      (after ./scripts/demo.sh)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+E=$root/build/bin/engramctl
+PY=/usr/bin/python3
+work=${1:-$root/build/bench/fit}
+runs=${2:-3}
+facts=${3:-$root/bench/facts/facts50.jsonl}
+model=$root/build/demo/model
+heldout=$root/build/assets/brown/heldout.txt
+[[ -f $model/model.safetensors ]] || { echo "bench_fit: run ./scripts/demo.sh first (it assembles $model)" >&2; exit 1; }
+mkdir -p "$work"
+cd "$work"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+
+# A fresh copy of the demo table and two configs over it (journal read, deterministic).
+$E -q build --config "$root/examples/demo/config.toml" --corpus "$root/build/assets/brown/train.txt" \
+  --values "$model" --tensor engram.table.weight -o base.engram
+sed -e "s|build/demo/model|$model|" -e "s|build/demo/engram_weights/ngram_table_v3.bin|$work/t.engram|" \
+  -e 's|prefetch = true|prefetch = false|' "$root/examples/demo/config.toml" > det.toml
+sed 's|deterministic_addressing = true|deterministic_addressing = false|' det.toml > journal.toml
+$PY - "$facts" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+with open('fit.jsonl', 'w') as f:
+    for r in rows: f.write(json.dumps({'prompt': r['prompt'], 'target': r['target']}) + '\n')
+for key in ('prompt', 'paraphrase', 'control'):
+    with open(key + 's.txt', 'w') as f:
+        for r in rows: f.write(r[key] + '\n')
+PY
+n=$(wc -l < fit.jsonl)
+greedy() {  # greedy CONFIG PROMPTS OUT: continuations (8 tokens, greedy) as JSON
+  $E -q run --config "$1" --temp 0 -n 8 -t 2 -f "$2" --json > "$3"
+}
+cp base.engram t.engram
+for k in prompts paraphrases controls; do greedy det.toml $k.txt before_$k.json; done
+ppl_before=$($E -q run --config det.toml --perplexity -f "$heldout" -t 2)
+
+# Single-fact fits (dry runs on the base table).
+single_ok=0
+for ((i = 1; i <= n; i++)); do
+  sed -n "${i}p" fit.jsonl > one.jsonl
+  $E -q append --config journal.toml --entries one.jsonl -t 1 --dry-run --json > one.json
+  single_ok=$((single_ok + $($PY -c "import json; print(json.load(open('one.json'))['fit']['fitted'])")))
+done
+
+# The batch fit, timed against the reference (interleaved, best of $runs), then written and folded.
+TIMEFORMAT=%R
+ours=() ref=()
+for ((r = 0; r < runs; r++)); do
+  $E -q append --config journal.toml --entries fit.jsonl -t 1 --dry-run --json > batch_dry.json
+  ours+=("$($PY -c "import json; print(json.load(open('batch_dry.json'))['fit']['seconds'])")")
+  $PY "$root/scripts/model/fit_reference.py" --model "$model" --engramctl "$E" --facts fit.jsonl \
+    --threads 1 --steps 300 --lr 0.3 --l2 0 --margin 1.0 --json ref.json > /dev/null
+  ref+=("$($PY -c "import json; print(json.load(open('ref.json'))['seconds'])")")
+done
+$E -q append --config journal.toml --entries fit.jsonl -t 1 --check-corpus "$heldout" --json > batch.json
+$E -q sort-buckets t.engram
+for k in prompts paraphrases controls; do greedy det.toml $k.txt after_$k.json; done
+ppl_after=$($E -q run --config det.toml --perplexity -f "$heldout" -t 2)
+$E -q verify t.engram --config det.toml > /dev/null
+
+$PY - "$n" "$single_ok" "$ppl_before" "$ppl_after" "${ours[*]}" "${ref[*]}" <<'PY'
+import json, re, sys
+n, single_ok = int(sys.argv[1]), int(sys.argv[2])
+num = lambda s: float(re.search(r'perplexity[^0-9]*([0-9.]+)', s).group(1)) if 'perplexity' in s else float(s.split()[-1])
+ppl_b, ppl_a = num(sys.argv[3]), num(sys.argv[4])
+ours = min(map(float, sys.argv[5].split())); ref = min(map(float, sys.argv[6].split()))
+facts = [json.loads(l) for l in open('fit.jsonl')]
+text = lambda f: [p['text'] for p in json.load(open(f))['prompts']]
+after_p, after_para = text('after_prompts.json'), text('after_paraphrases.json')
+before_c, after_c = text('before_controls.json'), text('after_controls.json')
+eff = sum(a.startswith(f['target']) for a, f in zip(after_p, facts))
+para = sum(a.startswith(f['target']) for a, f in zip(after_para, facts))
+ctrl = sum(a != b for a, b in zip(after_c, before_c))
+fit = json.load(open('batch.json'))['fit']
+ref_json = json.load(open('ref.json'))
+print(f"facts: {n} (bench/facts), demo table bf16, batch fit folded with sort-buckets, asked with run (greedy)")
+print(f"efficacy, single-fact fits:  {single_ok}/{n} = {100 * single_ok / n:.1f}%  (target >= 95%)")
+print(f"efficacy, batch fit:         {eff}/{n} = {100 * eff / n:.1f}%  (target >= 95%)")
+print(f"paraphrase (same final words): {para}/{n} = {100 * para / n:.1f}%  (target >= 90%)")
+print(f"control prompts changed:     {ctrl}/{n} = {100 * ctrl / n:.1f}%  (target <= 5%)")
+print(f"held-out Brown perplexity:   {ppl_b:.3f} -> {ppl_a:.3f} ({100 * (ppl_a / ppl_b - 1):+.3f}%)  (target <= +0.5%)")
+print(f"rows touched: {fit['rows_written']} ({fit['trainable_rows']} trainable, {fit['kept_rows']} kept by --keep-frequent), {fit['steps']} steps")
+print(f"seconds per fact, 1 thread (best of runs): engramctl {ours / n:.3f}, PyTorch reference {ref / n:.3f} "
+      f"({ref_json.get('satisfied', '?')}/{n} satisfied there); speed-up {ref / ours:.2f}x  (targets <= 2 s, >= 2x)")
+PY
