@@ -160,9 +160,8 @@ void AddAppendCommand(CLI::App& app) {
         if (!f->json) {
           std::string out;
           for (const auto& e : fr.entries) {
-            out += "line " + std::to_string(e.line) + ": " +
-                   (e.text ? "text " + JsonString(e.target)
-                           : JsonString(e.prompt) + " -> " + JsonString(e.target)) +
+            out += "line " + std::to_string(e.line) + ": " + (e.text ? "text " : "") +
+                   JsonString(e.prompt) + " -> " + JsonString(e.target) +
                    ": log p " + Num(e.logprob_before, "%.2f") + " -> " +
                    Num(e.logprob_after, "%.2f") + "; greedy " + JsonString(e.greedy_before) +
                    " -> " + JsonString(e.greedy_after) + (e.fitted ? " (fitted)" : " (NOT fitted)") +
