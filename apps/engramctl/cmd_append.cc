@@ -1,9 +1,8 @@
 // `engramctl append`: flags -> table::AppendOptions -> table::Append.
 #include <CLI/CLI.hpp>
-
-#include "cli_common.h"
 #include <cmath>
 
+#include "cli_common.h"
 #include "engram/base/file.h"
 #include "engram/base/json.h"
 #include "engram/base/units.h"
@@ -28,8 +27,8 @@ std::string FitJson(const engram::model::FitResult& r) {
   for (size_t i = 0; i < r.entries.size(); ++i) {
     const auto& e = r.entries[i];
     j += std::string(i ? "," : "") + "{\"line\":" + std::to_string(e.line) +
-         ",\"kind\":" + (e.text ? "\"text\"" : "\"fact\"") +
-         ",\"prompt\":" + JsonString(e.prompt) + ",\"target\":" + JsonString(e.target) +
+         ",\"kind\":" + (e.text ? "\"text\"" : "\"fact\"") + ",\"prompt\":" + JsonString(e.prompt) +
+         ",\"target\":" + JsonString(e.target) +
          ",\"target_tokens\":" + std::to_string(e.target_tokens) +
          ",\"logprob_before\":" + Num(e.logprob_before, "%.6g") +
          ",\"logprob_after\":" + Num(e.logprob_after, "%.6g") +
@@ -38,8 +37,7 @@ std::string FitJson(const engram::model::FitResult& r) {
          ",\"fitted\":" + (e.fitted ? "true" : "false") + ",\"rows\":" + std::to_string(e.rows) +
          ",\"rows_frequent_owner\":" + std::to_string(e.rows_frequent_owner) +
          ",\"rows_kept_frequent\":" + std::to_string(e.rows_kept_frequent) + ",\"warnings\":[";
-    for (size_t k = 0; k < e.warnings.size(); ++k)
-      j += (k ? "," : "") + JsonString(e.warnings[k]);
+    for (size_t k = 0; k < e.warnings.size(); ++k) j += (k ? "," : "") + JsonString(e.warnings[k]);
     j += "]}";
   }
   size_t fitted = 0;
@@ -47,14 +45,14 @@ std::string FitJson(const engram::model::FitResult& r) {
   j += "],\"fitted\":" + std::to_string(fitted) +
        ",\"trainable_rows\":" + std::to_string(r.trainable_rows) +
        ",\"kept_rows\":" + std::to_string(r.kept_rows) +
-       ",\"rows_written\":" + std::to_string(r.rows.size()) +
-       ",\"dtype\":" + JsonString(r.dtype) + ",\"steps\":" + std::to_string(r.steps) +
-       ",\"rounds\":" + std::to_string(r.rounds) + ",\"seconds\":" + Num(r.fit_seconds, "%.3f");
+       ",\"rows_written\":" + std::to_string(r.rows.size()) + ",\"dtype\":" + JsonString(r.dtype) +
+       ",\"steps\":" + std::to_string(r.steps) + ",\"rounds\":" + std::to_string(r.rounds) +
+       ",\"seconds\":" + Num(r.fit_seconds, "%.3f");
   if (r.corpus_checked)
     j += ",\"check_corpus\":{\"tokens\":" + std::to_string(r.corpus_tokens) +
-         ",\"ppl_before\":" + Num(r.ppl_before, "%.6g") + ",\"ppl_after\":" +
-         Num(r.ppl_after, "%.6g") + ",\"increase_pct\":" +
-         Num(100.0 * (r.ppl_after / r.ppl_before - 1.0), "%.4f") + "}";
+         ",\"ppl_before\":" + Num(r.ppl_before, "%.6g") +
+         ",\"ppl_after\":" + Num(r.ppl_after, "%.6g") +
+         ",\"increase_pct\":" + Num(100.0 * (r.ppl_after / r.ppl_before - 1.0), "%.4f") + "}";
   return j + "}";
 }
 
@@ -104,8 +102,9 @@ void AddAppendCommand(CLI::App& app) {
                 "Fit: a fact is fitted when each target token's logit leads the runner-up by this")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  s->add_option("--refits", f->fo.refits,
-                "Fit: extra rounds (margin doubled) when rounding to the table's dtype breaks a fact")
+  s->add_option(
+       "--refits", f->fo.refits,
+       "Fit: extra rounds (margin doubled) when rounding to the table's dtype breaks a fact")
       ->check(CLI::Range(0, 10))
       ->capture_default_str();
   s->add_option("--keep-frequent", f->fo.keep_frequent,
@@ -132,7 +131,7 @@ void AddAppendCommand(CLI::App& app) {
                     f->o.entries.compare(f->o.entries.size() - 12, 12, ".safetensors") == 0;
     ENGRAM_CHECK(!(st && f->fit), engram::Code::kInvalidArgument,
                  "--fit reads JSON Lines entries {\"prompt\", \"target\"} or {\"text\"}; "
-                 << f->o.entries << " is a safetensors file of rows");
+                     << f->o.entries << " is a safetensors file of rows");
     std::vector<engram::table::PreparedEntry> fitted;
     if (!st) {
       engram::base::RequireNotPipe(f->o.entries);
@@ -140,8 +139,8 @@ void AddAppendCommand(CLI::App& app) {
       if (!ef.fit.empty()) {
         ENGRAM_CHECK(cfg.has_value(), engram::Code::kInvalidArgument,
                      "entries to fit (" << f->o.entries
-                                                << ") need the model: give --config cfg.toml "
-                                                   "with a [model] path");
+                                        << ") need the model: give --config cfg.toml "
+                                           "with a [model] path");
         ENGRAM_CHECK(f->max_ppl_increase < 0 || !f->fo.check_corpus.empty(),
                      engram::Code::kInvalidArgument,
                      "--max-ppl-increase needs --check-corpus FILE (held-out text)");
@@ -161,11 +160,11 @@ void AddAppendCommand(CLI::App& app) {
           std::string out;
           for (const auto& e : fr.entries) {
             out += "line " + std::to_string(e.line) + ": " + (e.text ? "text " : "") +
-                   JsonString(e.prompt) + " -> " + JsonString(e.target) +
-                   ": log p " + Num(e.logprob_before, "%.2f") + " -> " +
-                   Num(e.logprob_after, "%.2f") + "; greedy " + JsonString(e.greedy_before) +
-                   " -> " + JsonString(e.greedy_after) + (e.fitted ? " (fitted)" : " (NOT fitted)") +
-                   "; " + std::to_string(e.rows) + " rows";
+                   JsonString(e.prompt) + " -> " + JsonString(e.target) + ": log p " +
+                   Num(e.logprob_before, "%.2f") + " -> " + Num(e.logprob_after, "%.2f") +
+                   "; greedy " + JsonString(e.greedy_before) + " -> " + JsonString(e.greedy_after) +
+                   (e.fitted ? " (fitted)" : " (NOT fitted)") + "; " + std::to_string(e.rows) +
+                   " rows";
             if (e.rows_frequent_owner)
               out += ", " + std::to_string(e.rows_frequent_owner) +
                      " taken from frequent corpus n-grams";
@@ -218,7 +217,8 @@ void AddAppendCommand(CLI::App& app) {
           fitted.push_back(std::move(pe));
         }
         if (fitted.empty()) {
-          if (f->json) PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":null}");
+          if (f->json)
+            PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":null}");
           else
             rep.Log(engram::base::LogLevel::kInfo,
                     "nothing to append: no row's stored value changes");
@@ -237,8 +237,8 @@ void AddAppendCommand(CLI::App& app) {
                     std::to_string(r.records) + " fitted rows (" +
                     engram::base::FormatBytes(r.bytes) + ") to " + f->o.table + "; " +
                     std::to_string(r.displaced.size()) + " displaced another owner (" +
-                    std::to_string(frequent) + " seen >= " +
-                    std::to_string(f->fo.keep_frequent) + " times in the build corpus); " +
+                    std::to_string(frequent) + " seen >= " + std::to_string(f->fo.keep_frequent) +
+                    " times in the build corpus); " +
                     (f->o.dry_run ? std::string("nothing was written (--dry-run)")
                                   : std::to_string(r.journal_entries_before + r.records) +
                                         " entries now await 'engramctl sort-buckets'"));

@@ -4,8 +4,8 @@
 #include "engram/model/fit.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -75,9 +75,9 @@ class RowSource {
       for (size_t t = 0; t < canon.size(); ++t)
         for (size_t c = 0; c < per; ++c) {
           uint32_t n = static_cast<uint32_t>(c / heads) + hash::kMinOrder;
-          out[k][t * per + c] = l.RowOf(
-              l.spec.SubIndex(table_layer_[k], n, static_cast<uint32_t>(c % heads)),
-              buckets[t * per + c]);
+          out[k][t * per + c] =
+              l.RowOf(l.spec.SubIndex(table_layer_[k], n, static_cast<uint32_t>(c % heads)),
+                      buckets[t * per + c]);
         }
     }
     return out;
@@ -114,8 +114,8 @@ class Fitter {
                  "model has no Engram layers");
     const table::Layout& l = s_.view->layout();
     TransformerOptions to;
-    to.dtype = s_.cfg.model.dtype == "bf16" || s_.cfg.model.dtype == "bfloat16" ? "bfloat16"
-                                                                                 : "float32";
+    to.dtype =
+        s_.cfg.model.dtype == "bf16" || s_.cfg.model.dtype == "bfloat16" ? "bfloat16" : "float32";
     to.threads = o_.run.threads;
     to.max_batch = 1;
     to.max_seq = static_cast<int>(std::min<uint32_t>(s_.mc.max_position_embeddings, 4096));
@@ -152,9 +152,8 @@ class Fitter {
                         "steps");
           if (debug)
             rep_.Log(LogLevel::kNote, "fit step " + std::to_string(step) + ": " +
-                                           std::to_string(fitted) + " of " + std::to_string(n) +
-                                           " fitted, loss " +
-                                           std::to_string(loss));
+                                          std::to_string(fitted) + " of " + std::to_string(n) +
+                                          " fitted, loss " + std::to_string(loss));
           return true;
         };
         RowFitOutcome out = model_->FitRows(batch_, prm, anchor_, &rows);
@@ -178,8 +177,7 @@ class Fitter {
       if (round < o_.refits)
         rep_.Log(LogLevel::kNote, std::to_string(bad) + " of " + std::to_string(seqs_.size()) +
                                       " entries fitted but not reproduced after rounding to " +
-                                      res.dtype + "; fitting again with margin " +
-                                      Num(margin * 2));
+                                      res.dtype + "; fitting again with margin " + Num(margin * 2));
       rows = rounded;
       margin *= 2;
     }
@@ -462,8 +460,8 @@ class Fitter {
     const uint32_t V = s_.mc.vocab_size;
     while (gen.size() < want) {
       forward(canon, t0, ids.size(), ids, nullptr, &out);
-      uint32_t next = static_cast<uint32_t>(std::max_element(out.begin(), out.begin() + V) -
-                                            out.begin());
+      uint32_t next =
+          static_cast<uint32_t>(std::max_element(out.begin(), out.begin() + V) - out.begin());
       gen.push_back(next);
       if (s_.mc.eos_token_id >= 0 && next == static_cast<uint32_t>(s_.mc.eos_token_id)) break;
       t0 = ids.size();

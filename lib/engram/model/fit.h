@@ -52,9 +52,9 @@ struct FitEntryReport {
   double logprob_before = 0, logprob_after = 0;  // of the target given the prompt (natural log)
   std::string greedy_before, greedy_after;       // greedy continuation of target_tokens tokens
   bool fitted = false;                           // greedy_after reproduces the target exactly
-  size_t rows = 0;                  // trainable rows this entry reads where targets are predicted
-  size_t rows_frequent_owner = 0;   // ... whose base owner is another n-gram, frequent in corpus
-  size_t rows_kept_frequent = 0;    // rows of its own n-grams left alone (--keep-frequent)
+  size_t rows = 0;                 // trainable rows this entry reads where targets are predicted
+  size_t rows_frequent_owner = 0;  // ... whose base owner is another n-gram, frequent in corpus
+  size_t rows_kept_frequent = 0;   // rows of its own n-grams left alone (--keep-frequent)
   std::vector<std::string> warnings;
 };
 

@@ -44,12 +44,14 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
     const base::Json* txt = j.Find("text");
     if (has_value) {
       if (prompt || target)
-        add(line_no, "an entry with \"prompt\"/\"target\" is fitted, its value computed: remove "
-                     "\"value\"/\"value_ref\" (or drop \"prompt\"/\"target\" to store the value "
-                     "as given)");
+        add(line_no,
+            "an entry with \"prompt\"/\"target\" is fitted, its value computed: remove "
+            "\"value\"/\"value_ref\" (or drop \"prompt\"/\"target\" to store the value "
+            "as given)");
       else if (fit_requested)
-        add(line_no, "--fit computes the values, but this entry gives one; remove \"value\" / "
-                     "\"value_ref\" or append it without --fit");
+        add(line_no,
+            "--fit computes the values, but this entry gives one; remove \"value\" / "
+            "\"value_ref\" or append it without --fit");
       else
         value_lines.push_back(line_no);
       continue;
@@ -57,8 +59,9 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
     bool ok = true;
     for (const auto& [k, v] : j.members())
       if (k != "prompt" && k != "target" && k != "text" && k != "note") {
-        add(line_no, "unknown key \"" + k + "\" in an entry to fit (known: prompt, target, text, "
-                     "note; \"ids\"/\"layer\"/\"head\" need a \"value\")");
+        add(line_no, "unknown key \"" + k +
+                         "\" in an entry to fit (known: prompt, target, text, "
+                         "note; \"ids\"/\"layer\"/\"head\" need a \"value\")");
         ok = false;
       }
     if (!ok) continue;
@@ -74,8 +77,9 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
         continue;
       }
       if (!target || !target->is_string() || target->as_string().empty()) {
-        add(line_no, "a fact needs a non-empty \"target\" string (what the model should say "
-                     "after the prompt, usually starting with a space)");
+        add(line_no,
+            "a fact needs a non-empty \"target\" string (what the model should say "
+            "after the prompt, usually starting with a space)");
         continue;
       }
       en.prompt = prompt->as_string();
@@ -88,8 +92,9 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
       en.text = true;
       en.target = txt->as_string();
     } else {
-      add(line_no, "an entry needs \"prompt\" + \"target\", \"text\", or an n-gram with a "
-                   "\"value\"");
+      add(line_no,
+          "an entry needs \"prompt\" + \"target\", \"text\", or an n-gram with a "
+          "\"value\"");
       continue;
     }
     if (!base::IsValidUtf8(en.prompt) || !base::IsValidUtf8(en.target)) {
@@ -101,8 +106,9 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
   out.value_entries = value_lines.size();
   if (problems.empty() && !out.fit.empty() && !value_lines.empty()) {
     for (size_t l : value_lines)
-      add(l, "this file mixes entries with values and entries to fit; put the entries with "
-             "\"value\" in a file of their own");
+      add(l,
+          "this file mixes entries with values and entries to fit; put the entries with "
+          "\"value\" in a file of their own");
   }
   if (problems.empty() && fit_requested && out.fit.empty()) add(0, "no entries to fit");
   if (problems.empty()) return out;

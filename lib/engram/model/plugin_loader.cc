@@ -57,9 +57,9 @@ void* PluginSymbol(const char* symbol) {
   void* h = ::dlopen(info.dli_fname, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   ENGRAM_CHECK(h != nullptr, Code::kInternal, info.dli_fname << ": " << ::dlerror());
   void* fn = ::dlsym(h, symbol);
-  ENGRAM_CHECK(fn != nullptr, Code::kInternal,
-               info.dli_fname << " has no " << symbol
-                              << "; it belongs to another engramctl version");
+  ENGRAM_CHECK(
+      fn != nullptr, Code::kInternal,
+      info.dli_fname << " has no " << symbol << "; it belongs to another engramctl version");
   return fn;
 }
 

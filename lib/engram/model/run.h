@@ -36,8 +36,8 @@ struct RunOptions {
   std::string dump_logits_path;  // write them there as raw little-endian f32 (prompt, step, vocab)
   int max_batch = 0;             // 0 = [inference] max_batch_size
   bool show_config_notes = false;  // print notes on config keys engramctl does not use (-v)
-  bool read_journal = false;  // read the table through its journal whatever [engram]
-                              // deterministic_addressing says (append --fit)
+  bool read_journal = false;       // read the table through its journal whatever [engram]
+                                   // deterministic_addressing says (append --fit)
 };
 
 struct PromptResult {

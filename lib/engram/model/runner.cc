@@ -397,12 +397,10 @@ void LoadSetup(const RunOptions& o, base::Reporter& rep, Setup& s, RunResult& re
                                                     : l.spec.base_sizes[0]) +
                                  ", order: " + std::to_string(l.spec.max_order) +
                                  ", embed_dim: " + std::to_string(l.row_dim * l.spec.n_heads));
-    rep.Log(
-        LogLevel::kInfo,
-        std::string("[engram] deterministic addressing: ") +
-            (s.cfg.engram.deterministic_addressing && !o.read_journal
-                 ? "ON"
-                 : "OFF (reading through the journal)"));
+    rep.Log(LogLevel::kInfo, std::string("[engram] deterministic addressing: ") +
+                                 (s.cfg.engram.deterministic_addressing && !o.read_journal
+                                      ? "ON"
+                                      : "OFF (reading through the journal)"));
   } else {
     rep.Log(LogLevel::kInfo,
             o.no_engram

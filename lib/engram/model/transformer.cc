@@ -2,10 +2,9 @@
 // DeepSeek-style MoE routing and the Engram branch. Mirrors scripts/model/engram_model.py.
 #include "engram/model/transformer.h"
 
-#include <torch/torch.h>
-
 #include <dlfcn.h>
 #include <malloc.h>
+#include <torch/torch.h>
 
 #include <cmath>
 #include <cstring>
@@ -139,14 +138,15 @@ class TorchTransformer final : public Transformer {
 
   RowFitOutcome FitRows(const RowFitBatch& fb, const RowFitParams& prm,
                         const std::vector<float>& anchor, std::vector<float>* rows) override {
-    const int64_t B = fb.batch, T = fb.T, D = fb.row_dim, R = static_cast<int64_t>(rows->size()) / D;
+    const int64_t B = fb.batch, T = fb.T, D = fb.row_dim,
+                  R = static_cast<int64_t>(rows->size()) / D;
     // Every step allocates and frees the same [targets, vocab] tensors; keep them in the heap
     // rather than mmap/munmap each time (page faults cost more than the step's arithmetic).
     ::mallopt(M_MMAP_THRESHOLD, 1 << 30);
     ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    ENGRAM_CHECK(T <= o_.max_seq, Code::kInvalidArgument,
-                 "a fit sequence has " << T << " tokens, more than the model's context of "
-                                       << o_.max_seq);
+    ENGRAM_CHECK(
+        T <= o_.max_seq, Code::kInvalidArgument,
+        "a fit sequence has " << T << " tokens, more than the model's context of " << o_.max_seq);
     auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
     auto i64 = torch::TensorOptions().dtype(torch::kInt64);
     Tensor tok = torch::from_blob(const_cast<int64_t*>(fb.tokens.data()), {B, T}, i64).clone();
@@ -157,14 +157,13 @@ class TorchTransformer final : public Transformer {
       torch::NoGradGuard ng;
       Tensor live = lm_head_.abs().amax(1).gt(0).nonzero().squeeze(1);
       live_head_ = lm_head_.index_select(0, live).contiguous();
-      live_of_ = torch::full({lm_head_.size(0)}, -1, i64).index_put_({live},
-                                                                     torch::arange(live.size(0), i64));
+      live_of_ = torch::full({lm_head_.size(0)}, -1, i64)
+                     .index_put_({live}, torch::arange(live.size(0), i64));
       n_dead_ = lm_head_.size(0) - live.size(0);
     }
     {
       Tensor want = live_of_.index_select(0, tgt.reshape({-1}).index_select(0, where));
-      ENGRAM_CHECK(want.numel() == 0 || want.min().item<int64_t>() >= 0,
-                   Code::kInvalidArgument,
+      ENGRAM_CHECK(want.numel() == 0 || want.min().item<int64_t>() >= 0, Code::kInvalidArgument,
                    "a fit target is a token the model can never emit (all-zero output row)");
     }
     const int64_t per = static_cast<int64_t>(cfg_.memory_dim()) / D;
@@ -182,8 +181,9 @@ class TorchTransformer final : public Transformer {
     Tensor P0 = torch::from_blob(const_cast<float*>(anchor.data()), {R, D}, f32).clone();
     torch::optim::Adam opt(std::vector<Tensor>{P}, torch::optim::AdamOptions(prm.lr));
     // Positions per sequence are 0..T-1 (right padding); causal mask shared by the batch.
-    Tensor neg = torch::zeros({T, T}, f32).masked_fill(
-        torch::ones({T, T}, torch::kBool).tril().logical_not(), -INFINITY);
+    Tensor neg =
+        torch::zeros({T, T}, f32)
+            .masked_fill(torch::ones({T, T}, torch::kBool).tril().logical_not(), -INFINITY);
     Tensor cos = cos_.narrow(0, 0, T).to(dtype_), sin = sin_.narrow(0, 0, T).to(dtype_);
 
     // One forward over the sequences `sel`: each target's negative log-likelihood, which of
@@ -203,11 +203,11 @@ class TorchTransformer final : public Transformer {
         if (L.engram >= 0) {
           size_t k = static_cast<size_t>(L.engram);
           Tensor ix = index[k].index_select(0, sel).reshape({-1});
-          Tensor e = torch::where(use[k].index_select(0, sel),
-                                  P.index_select(0, ix).view({b, T * per, D}),
-                                  frozen[k].index_select(0, sel))
-                         .view({b, T, per * D})
-                         .to(dtype_);
+          Tensor e =
+              torch::where(use[k].index_select(0, sel), P.index_select(0, ix).view({b, T * per, D}),
+                           frozen[k].index_select(0, sel))
+                  .view({b, T, per * D})
+                  .to(dtype_);
           h = h + EngramTrain(L, h, e);
         }
         h = AttentionTrain(L, h, cos, sin, neg);
@@ -219,19 +219,20 @@ class TorchTransformer final : public Transformer {
       // Logits over the live vocabulary only: a token whose output row is all zero has logit
       // exactly 0, so the dead ones enter the softmax as one term log(n_dead) (exact).
       Tensor lg = at::linear(hs, live_head_).to(torch::kFloat32);  // [N, L]
-      Tensor full = n_dead_ ? torch::cat({lg, torch::full({lg.size(0), 1},
-                                                          std::log(static_cast<double>(n_dead_)),
-                                                          lg.options())},
-                                         1)
-                            : lg;
+      Tensor full =
+          n_dead_
+              ? torch::cat({lg, torch::full({lg.size(0), 1}, std::log(static_cast<double>(n_dead_)),
+                                            lg.options())},
+                           1)
+              : lg;
       p.nll = full.logsumexp(1) - lg.gather(1, want.unsqueeze(1)).squeeze(1);  // [N]
       torch::NoGradGuard ng;
       Tensor lgd = lg.detach();
       Tensor tl = lgd.gather(1, want.unsqueeze(1)).squeeze(1);
       Tensor other = lgd.scatter(1, want.unsqueeze(1), -INFINITY).amax(1);
       if (n_dead_) other = other.clamp_min(0.0);
-      Tensor bad = torch::zeros({b}, i64).index_add_(
-          0, p.seq_of, ((tl - other) < prm.margin).to(torch::kInt64));
+      Tensor bad = torch::zeros({b}, i64).index_add_(0, p.seq_of,
+                                                     ((tl - other) < prm.margin).to(torch::kInt64));
       p.seq_ok = bad == 0;
       return p;
     };
@@ -267,8 +268,8 @@ class TorchTransformer final : public Transformer {
       // Mean cross-entropy per unfitted sequence, summed; plus the L2 pull toward the anchor.
       // (Right after a check every active sequence counts, so each check is followed by a step
       // even where a smaller batch rounds differently.)
-      Tensor cnt = torch::zeros({active.size(0)}, f32).index_add_(0, p.seq_of,
-                                                                  torch::ones_like(p.nll));
+      Tensor cnt =
+          torch::zeros({active.size(0)}, f32).index_add_(0, p.seq_of, torch::ones_like(p.nll));
       Tensor pick = all_ok ? torch::ones_like(p.seq_ok) : p.seq_ok.logical_not();
       Tensor w = pick.to(torch::kFloat32) / cnt.clamp_min(1);
       Tensor loss = (p.nll * w.index_select(0, p.seq_of)).sum() + prm.l2 * (P - P0).pow(2).sum();

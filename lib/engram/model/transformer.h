@@ -51,16 +51,16 @@ struct RowFitBatch {
 
 struct RowFitParams {
   int steps = 300;
-  double lr = 0.05;      // Adam
-  double l2 = 1e-3;      // penalty weight on the squared change of the trainable rows
-  double margin = 1.0;   // a sequence is fitted when every target's logit leads by this much
+  double lr = 0.05;     // Adam
+  double l2 = 1e-3;     // penalty weight on the squared change of the trainable rows
+  double margin = 1.0;  // a sequence is fitted when every target's logit leads by this much
   // Called after each step: (step, sequences fitted, loss). Returning false stops the fit.
   std::function<bool(int, int, double)> progress;
 };
 
 struct RowFitOutcome {
-  int steps = 0;                 // optimiser steps taken
-  std::vector<uint8_t> fitted;   // per sequence, at the last forward
+  int steps = 0;                // optimiser steps taken
+  std::vector<uint8_t> fitted;  // per sequence, at the last forward
   double loss = 0;
 };
 
