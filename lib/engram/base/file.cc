@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <utility>
+#include <vector>
 
 #include "engram/base/error.h"
 
@@ -140,6 +141,48 @@ std::string ReadFileToString(const std::string& path, uint64_t max_bytes) {
   size_t got = PreadSome(fd.get(), out.data(), size, 0, path);
   out.resize(got);
   return out;
+}
+
+void ForEachLine(const std::string& path, size_t max_line,
+                 const std::function<void(size_t, std::string_view, bool)>& fn) {
+  RequireNotPipe(path);
+  UniqueFd fd = OpenFile(path, O_RDONLY);
+  RegularFileSize(fd.get(), path);
+  constexpr size_t kChunk = 1 << 20;
+  std::vector<char> chunk(kChunk);
+  std::string line;
+  bool too_long = false;
+  size_t line_no = 0;
+  uint64_t off = 0;
+  auto finish = [&] {
+    ++line_no;
+    if (!too_long && !line.empty() && line.back() == '\r') line.pop_back();
+    fn(line_no, too_long ? std::string_view() : std::string_view(line), too_long);
+    line.clear();
+    too_long = false;
+  };
+  for (;;) {
+    size_t got = PreadSome(fd.get(), chunk.data(), kChunk, off, path);
+    if (got == 0) break;
+    off += got;
+    for (size_t p = 0; p < got;) {
+      const char* nl = static_cast<const char*>(std::memchr(chunk.data() + p, '\n', got - p));
+      size_t end = nl ? static_cast<size_t>(nl - chunk.data()) : got;
+      if (!too_long) {
+        if (line.size() + (end - p) > max_line) {
+          too_long = true;
+          line.clear();
+          line.shrink_to_fit();
+        } else {
+          line.append(chunk.data() + p, end - p);
+        }
+      }
+      if (!nl) break;
+      finish();
+      p = end + 1;
+    }
+  }
+  if (too_long || !line.empty()) finish();
 }
 
 std::string DirName(const std::string& path) {

@@ -53,6 +53,14 @@ uint64_t RegularFileSize(int fd, const std::string& path);
 void PreadFull(int fd, void* buf, size_t n, uint64_t offset, const std::string& path);
 // Reads up to n bytes at offset; returns how many were read (fewer only at end of file).
 size_t PreadSome(int fd, void* buf, size_t n, uint64_t offset, const std::string& path);
+
+// Calls fn(line_no, line) for each line of a text file (1-based numbers; "\n" and a trailing
+// "\r" stripped), reading in bounded chunks: a line longer than max_line bytes is never held in
+// memory whole; fn gets it as an empty view with too_long = true. Memory stays O(max_line)
+// whatever the file holds. Refuses FIFOs and non-regular files like ReadFileToString.
+void ForEachLine(
+    const std::string& path, size_t max_line,
+    const std::function<void(size_t line_no, std::string_view line, bool too_long)>& fn);
 // Writes exactly n bytes at offset (retrying short writes). ENOSPC/EDQUOT say "disk full".
 void PwriteFull(int fd, const void* buf, size_t n, uint64_t offset, const std::string& path);
 void Fsync(int fd, const std::string& path);

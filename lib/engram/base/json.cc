@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <vector>
 
 #include "engram/base/error.h"
 
@@ -370,6 +371,45 @@ class JsonParser {
 
 Json Json::Parse(std::string_view text, std::string_view what, int max_depth) {
   return JsonParser(text, what, max_depth).ParseDocument();
+}
+
+bool JsonShapeWithin(std::string_view text, size_t max_items, size_t max_total, int max_depth,
+                     std::string* why) {
+  size_t total = 0;
+  struct Open {
+    char kind;      // '[' or '{'
+    size_t commas;  // separators seen at this level (values or members - 1)
+  };
+  std::vector<Open> stack;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"') {  // skip the string
+      for (++i; i < text.size() && text[i] != '"'; ++i)
+        if (text[i] == '\\') ++i;
+      continue;
+    }
+    if ((c == '[' || c == '{' || c == ',') && ++total > max_total) {
+      *why = "more than " + std::to_string(max_total) + " values";
+      return false;
+    }
+    if (c == '[' || c == '{') {
+      if (static_cast<int>(stack.size()) >= max_depth) {
+        *why = "nested deeper than " + std::to_string(max_depth) + " levels";
+        return false;
+      }
+      stack.push_back({c, 0});
+    } else if (c == ']' || c == '}') {
+      if (!stack.empty()) stack.pop_back();
+    } else if (c == ',') {
+      if (!stack.empty() && ++stack.back().commas >= max_items) {
+        *why = std::string(stack.back().kind == '[' ? "an array of more than "
+                                                    : "an object of more than ") +
+               std::to_string(max_items) + (stack.back().kind == '[' ? " values" : " members");
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 bool IsValidUtf8(std::string_view s) noexcept {

@@ -68,6 +68,14 @@ class Json {
 void AppendJsonString(std::string* out, std::string_view s);
 std::string JsonString(std::string_view s);
 
+// A scan that builds nothing: false (and why) as soon as an array of text holds more than
+// max_items values, an object more than max_items members, the whole text more than max_total
+// arrays, objects and separators, or nesting exceeds max_depth. Lets a reader refuse a hostile
+// line before Json::Parse spends ~100 bytes per value on it. Does not validate the JSON
+// otherwise (Parse does that).
+bool JsonShapeWithin(std::string_view text, size_t max_items, size_t max_total, int max_depth,
+                     std::string* why);
+
 // True when s is well-formed UTF-8 (no overlongs, surrogates or code points above U+10FFFF).
 bool IsValidUtf8(std::string_view s) noexcept;
 

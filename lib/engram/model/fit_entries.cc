@@ -1,4 +1,5 @@
 // Reading an append entries file for --fit (schemas/append_entries.md, "Entries to fit").
+#include <algorithm>
 #include <sstream>
 
 #include "engram/base/error.h"
@@ -12,31 +13,36 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
   EntriesToFit out;
   std::vector<std::pair<size_t, std::string>> problems;
   auto add = [&](size_t line, std::string what) { problems.emplace_back(line, std::move(what)); };
-  std::string text = base::ReadFileToString(path, 4ull << 30);
   std::vector<size_t> value_lines;
-  size_t line_no = 0;
-  for (size_t p = 0; p <= text.size();) {
-    size_t q = text.find('\n', p);
-    if (q == std::string::npos) q = text.size();
-    std::string line = text.substr(p, q - p);
-    p = q + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) {
-      if (q == text.size()) break;
-      continue;
+  // Lines that are no entry at all: table::Append reports them for a file of values; here only
+  // when the file holds entries to fit.
+  std::vector<std::pair<size_t, std::string>> unreadable;
+  // An entry to fit is a few short strings: a longer line, or one holding arrays, is an entry
+  // with a value (or a bad one), left to table::Append, which bounds it by the table's row
+  // width. Nothing here builds a JSON tree of more than a few hundred values.
+  constexpr size_t kMaxLine = 1 << 20;
+  base::ForEachLine(path, kMaxLine, [&](size_t line_no, std::string_view line, bool too_long) {
+    std::string why;
+    if (too_long || !base::JsonShapeWithin(line, 64, 256, 8, &why)) {
+      if (fit_requested)
+        add(line_no, too_long ? "the line is longer than 1 MiB; an entry to fit is not"
+                              : "the entry holds " + why + "; an entry to fit holds strings");
+      else
+        value_lines.push_back(line_no);
+      return;
     }
+    if (line.find_first_not_of(" \t") == std::string_view::npos) return;
     base::Json j;
     try {
       j = base::Json::Parse(line, "entry", 16);
     } catch (const Error& e) {
       std::string m = e.what();
-      add(line_no, "not valid JSON (" + m.substr(m.find(": ") + 2) + ")");
-      continue;
+      unreadable.emplace_back(line_no, "not valid JSON (" + m.substr(m.find(": ") + 2) + ")");
+      return;
     }
     if (!j.is_object()) {
-      add(line_no, "an entry must be a JSON object");
-      continue;
+      unreadable.emplace_back(line_no, "an entry must be a JSON object");
+      return;
     }
     const bool has_value = j.Find("value") || j.Find("value_ref");
     const base::Json* prompt = j.Find("prompt");
@@ -54,7 +60,7 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
             "\"value_ref\" or append it without --fit");
       else
         value_lines.push_back(line_no);
-      continue;
+      return;
     }
     bool ok = true;
     for (const auto& [k, v] : j.members())
@@ -64,30 +70,30 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
                          "note; \"ids\"/\"layer\"/\"head\" need a \"value\")");
         ok = false;
       }
-    if (!ok) continue;
+    if (!ok) return;
     FitEntry en;
     en.line = line_no;
     if (prompt || target) {
       if (txt) {
         add(line_no, "give either \"prompt\" + \"target\" (a fact) or \"text\", not both");
-        continue;
+        return;
       }
       if (!prompt || !prompt->is_string() || prompt->as_string().empty()) {
         add(line_no, "a fact needs a non-empty \"prompt\" string");
-        continue;
+        return;
       }
       if (!target || !target->is_string() || target->as_string().empty()) {
         add(line_no,
             "a fact needs a non-empty \"target\" string (what the model should say "
             "after the prompt, usually starting with a space)");
-        continue;
+        return;
       }
       en.prompt = prompt->as_string();
       en.target = target->as_string();
     } else if (txt) {
       if (!txt->is_string() || txt->as_string().empty()) {
         add(line_no, "\"text\" must be a non-empty string");
-        continue;
+        return;
       }
       en.text = true;
       en.target = txt->as_string();
@@ -95,15 +101,20 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
       add(line_no,
           "an entry needs \"prompt\" + \"target\", \"text\", or an n-gram with a "
           "\"value\"");
-      continue;
+      return;
     }
     if (!base::IsValidUtf8(en.prompt) || !base::IsValidUtf8(en.target)) {
       add(line_no, "the entry is not valid UTF-8");
-      continue;
+      return;
     }
     out.fit.push_back(std::move(en));
-  }
+  });
   out.value_entries = value_lines.size();
+  if (fit_requested || !out.fit.empty()) {
+    problems.insert(problems.end(), unreadable.begin(), unreadable.end());
+    std::stable_sort(problems.begin(), problems.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+  }
   if (problems.empty() && !out.fit.empty() && !value_lines.empty()) {
     for (size_t l : value_lines)
       add(l,

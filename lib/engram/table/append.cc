@@ -193,23 +193,31 @@ std::vector<Entry> ParseSafetensors(const AppendOptions& o, const Layout& l, Pro
 std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
                               const tokenizer::Tokenizer* tok, Problems* pr) {
   std::vector<Entry> out;
-  std::string text = base::ReadFileToString(o.entries, 4ull << 30);
   std::map<std::string, std::unique_ptr<SafetensorsFile>> refs;
-  size_t line_no = 0;
-  for (size_t p = 0; p <= text.size();) {
-    size_t q = text.find('\n', p);
-    if (q == std::string::npos) q = text.size();
-    std::string line = text.substr(p, q - p);
-    p = q + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) {
-      if (q == text.size()) break;
-      continue;
+  // No valid entry is larger than this: a value of row_dim numbers (64 bytes each is generous),
+  // an n-gram of max_order ids, a few keys. Longer lines, and lines with more values than an
+  // entry can hold, are refused before any of them is held or parsed (memory stays
+  // O(max_line) however hostile the file).
+  const size_t max_items = std::max<size_t>({l.row_dim, l.spec.max_order, 16});
+  const size_t max_line = (64u << 10) + 64 * static_cast<size_t>(l.row_dim);
+  base::ForEachLine(o.entries, max_line, [&](size_t line_no, std::string_view line, bool too_long) {
+    if (too_long) {
+      pr->Add(line_no, "the line is longer than " + std::to_string(max_line) +
+                           " bytes; no valid entry is (a value holds " + std::to_string(l.row_dim) +
+                           " numbers)");
+      return;
     }
+    if (line.find_first_not_of(" \t") == std::string_view::npos) return;
     if (!base::IsValidUtf8(line)) {
       pr->Add(line_no, "the line is not valid UTF-8");
-      continue;
+      return;
+    }
+    std::string why;
+    if (!base::JsonShapeWithin(line, max_items, 2 * max_items + 64, 16, &why)) {
+      pr->Add(line_no, "the entry holds " + why + "; no valid entry does (a value holds " +
+                           std::to_string(l.row_dim) + " numbers, an n-gram at most " +
+                           std::to_string(l.spec.max_order) + " ids)");
+      return;
     }
     base::Json j;
     try {
@@ -217,11 +225,11 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
     } catch (const Error& e) {
       std::string m = e.what();
       pr->Add(line_no, "not valid JSON (" + m.substr(m.find(": ") + 2) + ")");
-      continue;
+      return;
     }
     if (!j.is_object()) {
       pr->Add(line_no, "an entry must be a JSON object");
-      continue;
+      return;
     }
     Entry en;
     en.line = line_no;
@@ -239,20 +247,20 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
         ok = false;
       }
     }
-    if (!ok) continue;
+    if (!ok) return;
     if (inputs != 1) {
       pr->Add(line_no, "give exactly one of \"text\", \"ids\", \"canonical_ids\"");
-      continue;
+      return;
     }
     if (const base::Json* t = j.Find("text")) {
       if (!t->is_string() || t->as_string().empty()) {
         pr->Add(line_no, "\"text\" must be a non-empty string");
-        continue;
+        return;
       }
       if (!tok) {
         pr->Add(line_no,
                 "\"text\" entries need the table's tokenizer: give --tokenizer tokenizer.json");
-        continue;
+        return;
       }
       for (uint32_t id : tok->Encode(t->as_string())) {
         uint32_t c;
@@ -268,7 +276,7 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
       const base::Json* a = canonical ? j.Find("canonical_ids") : j.Find("ids");
       if (!a->is_array()) {
         pr->Add(line_no, "\"ids\" must be an array of integers");
-        continue;
+        return;
       }
       for (const auto& x : a->items()) {
         auto v = x.as_uint64();
@@ -289,13 +297,13 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
         en.canon.push_back(c);
       }
     }
-    if (!ok) continue;
+    if (!ok) return;
     if (const base::Json* ord = j.Find("order")) {
       auto v = ord->as_uint64();
       if (!v || *v != en.canon.size()) {
         pr->Add(line_no, "\"order\" = " + (v ? std::to_string(*v) : std::string("?")) +
                              " but the n-gram has " + std::to_string(en.canon.size()) + " tokens");
-        continue;
+        return;
       }
     }
     for (const char* key : {"layer", "head"}) {
@@ -309,18 +317,18 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
       }
       (std::string(key) == "layer" ? en.layer_id : en.head) = *v;
     }
-    if (!ok) continue;
+    if (!ok) return;
     const base::Json* val = j.Find("value");
     const base::Json* ref = j.Find("value_ref");
     if ((val != nullptr) == (ref != nullptr)) {
       pr->Add(line_no, "give exactly one of \"value\" (an array of " + std::to_string(l.row_dim) +
                            " numbers) and \"value_ref\" ({\"file\", \"tensor\", \"row\"})");
-      continue;
+      return;
     }
     if (val) {
       if (!val->is_array()) {
         pr->Add(line_no, "\"value\" must be an array of numbers");
-        continue;
+        return;
       }
       for (const auto& x : val->items()) {
         if (!x.is_number() || !std::isfinite(x.as_double())) {
@@ -338,7 +346,7 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
           !row->as_uint64()) {
         pr->Add(line_no,
                 "\"value_ref\" needs \"file\" (string), \"tensor\" (string) and \"row\" (integer)");
-        continue;
+        return;
       }
       std::string path = file->as_string();
       if (!path.empty() && path[0] != '/') path = base::DirName(o.entries) + "/" + path;
@@ -347,19 +355,19 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
         if (!sf) sf = SafetensorsFile::Open(path);
       } catch (const Error& e) {
         pr->Add(line_no, std::string("value_ref: ") + e.what());
-        continue;
+        return;
       }
       const TensorInfo* t = sf->Find(tensor->as_string());
       if (!t || !TensorRow(*sf, *t, *row->as_uint64(), l.row_dim, &en.value)) {
         pr->Add(line_no, "value_ref: no F32/BF16/F16 tensor \"" + tensor->as_string() +
                              "\" of shape [rows, " + std::to_string(l.row_dim) + "] with row " +
                              std::to_string(*row->as_uint64()) + " in " + path);
-        continue;
+        return;
       }
     }
-    if (!ok) continue;
+    if (!ok) return;
     out.push_back(std::move(en));
-  }
+  });
   return out;
 }
 
