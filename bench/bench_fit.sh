@@ -5,7 +5,8 @@
 # `run` (greedy). Prints efficacy (the continuation starts with the target) for single and batch
 # fits, paraphrase success, control prompts whose continuation changed, held-out Brown perplexity
 # before/after, rows touched, and seconds per fact on 1 thread against the PyTorch reference doing
-# the same fit (scripts/model/fit_reference.py; best of RUNS interleaved runs each).
+# the same fit (scripts/model/fit_reference.py with the same settings and, like engramctl, logits
+# over the seen vocabulary only; best of RUNS interleaved runs each).
 # Targets: efficacy >= 95%, paraphrase >= 90%, controls changed <= 5%, perplexity +<= 0.5%,
 # <= 2 s per fact, >= 2x faster than the reference.
 #   bench/bench_fit.sh [WORKDIR] [RUNS] [FACTS]      (after ./scripts/demo.sh)
@@ -24,11 +25,11 @@ cd "$work"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
 # A fresh copy of the demo table and two configs over it (journal read, deterministic).
-$E -q build --config "$root/examples/demo/config.toml" --corpus "$root/build/assets/brown/train.txt" \
-  --values "$model" --tensor engram.table.weight -o base.engram
 sed -e "s|build/demo/model|$model|" -e "s|build/demo/engram_weights/ngram_table_v3.bin|$work/t.engram|" \
   -e 's|prefetch = true|prefetch = false|' "$root/examples/demo/config.toml" > det.toml
 sed 's|deterministic_addressing = true|deterministic_addressing = false|' det.toml > journal.toml
+$E -q build --config det.toml --corpus "$root/build/assets/brown/train.txt" \
+  --values "$model" --tensor engram.table.weight -o base.engram
 $PY - "$facts" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -61,7 +62,7 @@ for ((r = 0; r < runs; r++)); do
   $E -q append --config journal.toml --entries fit.jsonl -t 1 --dry-run --json > batch_dry.json
   ours+=("$($PY -c "import json; print(json.load(open('batch_dry.json'))['fit']['seconds'])")")
   $PY "$root/scripts/model/fit_reference.py" --model "$model" --engramctl "$E" --facts fit.jsonl \
-    --threads 1 --steps 300 --lr 0.3 --l2 0 --margin 1.0 --json ref.json > /dev/null
+    --threads 1 --steps 300 --lr 0.3 --l2 0 --margin 1.0 --vocab seen --json ref.json > /dev/null
   ref+=("$($PY -c "import json; print(json.load(open('ref.json'))['seconds'])")")
 done
 $E -q append --config journal.toml --entries fit.jsonl -t 1 --check-corpus "$heldout" --json > batch.json

@@ -145,15 +145,9 @@ class Fitter {
         prm.lr = o_.lr;
         prm.l2 = o_.l2;
         prm.margin = margin;
-        const size_t n = seqs_.size();
-        const bool debug = std::getenv("ENGRAM_FIT_DEBUG") != nullptr;
-        prm.progress = [&](int step, int fitted, double loss) {
+        prm.progress = [&](int step, int, double) {
           rep_.Progress("fit", static_cast<uint64_t>(step), static_cast<uint64_t>(o_.steps),
                         "steps");
-          if (debug)
-            rep_.Log(LogLevel::kNote, "fit step " + std::to_string(step) + ": " +
-                                          std::to_string(fitted) + " of " + std::to_string(n) +
-                                          " fitted, loss " + std::to_string(loss));
           return true;
         };
         RowFitOutcome out = model_->FitRows(batch_, prm, anchor_, &rows);
