@@ -62,7 +62,7 @@ for ((r = 0; r < runs; r++)); do
   $E -q append --config journal.toml --entries fit.jsonl -t 1 --dry-run --json > batch_dry.json
   ours+=("$($PY -c "import json; print(json.load(open('batch_dry.json'))['fit']['seconds'])")")
   $PY "$root/scripts/model/fit_reference.py" --model "$model" --engramctl "$E" --facts fit.jsonl \
-    --threads 1 --steps 300 --lr 0.3 --l2 0 --margin 1.0 --vocab seen --json ref.json > /dev/null
+    --threads 1 --steps 300 --lr 0.3 --l2 0 --margin 1.0 --beta1 0 --vocab seen --json ref.json > /dev/null
   ref+=("$($PY -c "import json; print(json.load(open('ref.json'))['seconds'])")")
 done
 $E -q append --config journal.toml --entries fit.jsonl -t 1 --check-corpus "$heldout" --json > batch.json

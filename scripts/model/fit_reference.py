@@ -4,7 +4,7 @@ of facts through the frozen reference model (engram_model.py) and reports how lo
 whether the model then says each fact.
 
   fit_reference.py --model DIR --engramctl BIN --facts FILE.jsonl [--threads 1] [--steps 300]
-                   [--lr 0.05] [--l2 1e-3] [--margin 1.0] [--positions last|all] [--limit N]
+                   [--lr 0.05] [--l2 1e-3] [--margin 1.0] [--beta1 0] [--positions last|all] [--limit N]
                    [--vocab full|seen] [--extra-checks] [--verbose] [--json OUT.json]
 
 FILE.jsonl holds one {"prompt": ..., "target": ...} object a line (bench/facts/facts50.jsonl; its
@@ -147,6 +147,8 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--l2", type=float, default=1e-3)
     ap.add_argument("--margin", type=float, default=1.0)
+    ap.add_argument("--beta1", type=float, default=0.0,
+                    help="Adam beta1 (engramctl uses 0: no momentum past the point a fact is fitted)")
     ap.add_argument("--positions", choices=["last", "all"], default="last")
     ap.add_argument("--vocab", choices=["full", "seen"], default="full",
                     help="score the whole vocabulary, or only tokens with a non-zero (tied) embedding row: exact, faster")
@@ -250,7 +252,7 @@ def main():
         return ht, lg, marg, ok
 
     # The fit loop.
-    opt = torch.optim.Adam([fitted.R], lr=a.lr)
+    opt = torch.optim.Adam([fitted.R], lr=a.lr, betas=(a.beta1, 0.999))
     steps, history = 0, []
     t2 = time.perf_counter()
     while True:

