@@ -21,6 +21,7 @@ model=$root/build/demo/model
 heldout=$root/build/assets/brown/heldout.txt
 [[ -f $model/model.safetensors ]] || { echo "bench_fit: run ./scripts/demo.sh first (it assembles $model)" >&2; exit 1; }
 mkdir -p "$work"
+work=$(cd "$work" && pwd)
 cd "$work"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
