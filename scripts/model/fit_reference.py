@@ -49,29 +49,18 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engram_hash import NativeAddressing  # noqa: E402
 from engram_model import load_model  # noqa: E402
-
-SEP = 0xFFFFFFFF
+from reference_run import tokenize as read_token_docs  # noqa: E402
 
 
 def tokenize(engramctl, tokenizer, lines, canonical):
-    """Token ids (or canonical ids) of each line, via `engramctl tokenize --lines`."""
+    """Token (or canonical) ids of each line, through reference_run.tokenize's file reader."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("\n".join(lines) + "\n")
         path = f.name
     try:
-        args = [engramctl, "-q", "tokenize", "--tokenizer", tokenizer, "-f", path, "--lines", "-o", "-"]
-        if canonical:
-            args.append("--canonical")
-        raw = np.frombuffer(subprocess.check_output(args), dtype="<u4")
+        docs = read_token_docs(engramctl, tokenizer, path, canonical)
     finally:
         os.unlink(path)
-    docs, cur = [], []
-    for v in raw:
-        if v == SEP:
-            docs.append(cur)
-            cur = []
-        else:
-            cur.append(int(v))
     if len(docs) != len(lines):
         raise SystemExit(f"tokenize returned {len(docs)} documents for {len(lines)} lines")
     return docs

@@ -404,36 +404,45 @@ class Fitter {
     table::GatherRowsF32(v, row_ids_, anchor_.data());
   }
 
+  // One Transformer::Forward step of one sequence: positions [t0, t1) of ids (RoPE positions
+  // t - pos_base), Engram rows from `rows` (RowSource::Rows of the sequence) under `overlay`;
+  // with targets, out receives each position's negative log-likelihood instead of logits.
+  void Step(const RowSource& src, const std::vector<std::vector<uint64_t>>& rows,
+            const std::vector<uint32_t>& ids, size_t t0, size_t t1, size_t pos_base,
+            const std::unordered_map<uint64_t, const float*>& overlay, const int64_t* targets,
+            std::vector<float>* out) {
+    const table::Layout& l = s_.view->layout();
+    const size_t per = l.spec.per_layer(), D = l.row_dim;
+    std::vector<std::vector<float>> bufs(rows.size());
+    for (size_t k = 0; k < rows.size(); ++k) {
+      bufs[k].assign((t1 - t0) * per * D, 0.0f);
+      src.Fill(rows[k], t0, t1, overlay, bufs[k].data());
+    }
+    std::vector<int64_t> tok(ids.begin() + t0, ids.begin() + t1), pos(t1 - t0);
+    std::vector<uint8_t> valid(t1 - t0, 1);
+    for (size_t t = t0; t < t1; ++t) pos[t - t0] = static_cast<int64_t>(t - pos_base);
+    StepInput in;
+    in.batch = 1;
+    in.T = static_cast<int>(t1 - t0);
+    in.tokens = tok.data();
+    in.positions = pos.data();
+    in.valid = valid.data();
+    in.targets = targets;
+    in.engram_rows = [&](size_t k) { return bufs[k].data(); };
+    model_->Forward(in, out);
+  }
+
   // Through Transformer::Forward (the pass `run` uses): the target's log-probability under
   // teacher forcing and the greedy continuation of as many tokens.
   void Evaluate(size_t e, const std::unordered_map<uint64_t, const float*>& overlay,
                 double* logprob, std::string* greedy) {
     const Seq& q = seqs_[e];
-    const table::Layout& l = s_.view->layout();
-    const size_t per = l.spec.per_layer(), D = l.row_dim, K = s_.table_layer.size();
     RowSource src(*s_.view, s_.table_layer);
     const size_t n = q.ids.size();
-    std::vector<std::vector<float>> bufs(K);
     auto forward = [&](const std::vector<uint32_t>& canon, size_t t0, size_t t1,
                        const std::vector<uint32_t>& ids, const std::vector<int64_t>* targets,
                        std::vector<float>* out) {
-      auto rows = src.Rows(canon);
-      for (size_t k = 0; k < K; ++k) {
-        bufs[k].assign((t1 - t0) * per * D, 0.0f);
-        src.Fill(rows[k], t0, t1, overlay, bufs[k].data());
-      }
-      std::vector<int64_t> tok(ids.begin() + t0, ids.begin() + t1), pos(t1 - t0);
-      std::vector<uint8_t> valid(t1 - t0, 1);
-      for (size_t t = t0; t < t1; ++t) pos[t - t0] = static_cast<int64_t>(t);
-      StepInput in;
-      in.batch = 1;
-      in.T = static_cast<int>(t1 - t0);
-      in.tokens = tok.data();
-      in.positions = pos.data();
-      in.valid = valid.data();
-      in.engram_rows = [&](size_t k) { return bufs[k].data(); };
-      if (targets) in.targets = targets->data();
-      model_->Forward(in, out);
+      Step(src, src.Rows(canon), ids, t0, t1, 0, overlay, targets ? targets->data() : nullptr, out);
     };
     std::vector<float> out;
     // Log-probability of the targets.
@@ -474,42 +483,22 @@ class Fitter {
                  o_.check_corpus << " holds fewer than 2 tokens; give held-out text to score");
     std::vector<uint32_t> canon;
     for (uint32_t id : ids) canon.push_back(id < s_.canon.size() ? s_.canon[id] : 0);
-    const table::Layout& l = s_.view->layout();
-    const size_t per = l.spec.per_layer(), D = l.row_dim, K = s_.table_layer.size();
     RowSource src(*s_.view, s_.table_layer);
     auto rows = src.Rows(canon);
     Overlay ov = MakeOverlay(rounded);
     const size_t window = std::min<size_t>(max_seq_, 512);
     double nll[2] = {0, 0};
     uint64_t scored = 0;
-    std::vector<std::vector<float>> bufs(K);
     std::vector<float> out;
     const uint64_t total = ids.size();
     for (int pass = 0; pass < 2; ++pass) {
       const auto& overlay = pass == 0 ? std::unordered_map<uint64_t, const float*>{} : ov.map;
       for (size_t w0 = 0; w0 < ids.size(); w0 += window) {
         const size_t w1 = std::min(ids.size(), w0 + window);
-        for (size_t k = 0; k < K; ++k) {
-          bufs[k].assign((w1 - w0) * per * D, 0.0f);
-          src.Fill(rows[k], w0, w1, overlay, bufs[k].data());
-        }
-        std::vector<int64_t> tok(ids.begin() + w0, ids.begin() + w1), pos(w1 - w0),
-            tgt(w1 - w0, -1);
-        std::vector<uint8_t> valid(w1 - w0, 1);
-        for (size_t t = w0; t < w1; ++t) {
-          pos[t - w0] = static_cast<int64_t>(t - w0);
-          if (t + 1 < ids.size()) tgt[t - w0] = ids[t + 1];
-        }
-        StepInput in;
-        in.batch = 1;
-        in.T = static_cast<int>(w1 - w0);
-        in.tokens = tok.data();
-        in.positions = pos.data();
-        in.valid = valid.data();
-        in.targets = tgt.data();
-        in.engram_rows = [&](size_t k) { return bufs[k].data(); };
+        std::vector<int64_t> tgt(w1 - w0, -1);
+        for (size_t t = w0; t + 1 < ids.size() && t < w1; ++t) tgt[t - w0] = ids[t + 1];
         model_->Reset();
-        model_->Forward(in, &out);
+        Step(src, rows, ids, w0, w1, w0, overlay, tgt.data(), &out);
         for (size_t t = w0; t < w1; ++t)
           if (tgt[t - w0] >= 0) {
             nll[pass] += out[t - w0];
@@ -549,15 +538,6 @@ extern "C" int engram_model_fit_v1(const engram::model::FitOptions* opts,
                                    engram::base::Reporter* reporter,
                                    engram::model::FitResult* result, std::string* error,
                                    int* error_code) {
-  try {
-    *result = engram::model::FitImpl(*opts, *reporter);
-    return 0;
-  } catch (const engram::Error& e) {
-    *error = e.what();
-    *error_code = static_cast<int>(e.code());
-  } catch (const std::exception& e) {
-    *error = std::string("internal error in the model module: ") + e.what();
-    *error_code = static_cast<int>(engram::Code::kInternal);
-  }
-  return 1;
+  return engram::model::CatchForCaller([&] { *result = engram::model::FitImpl(*opts, *reporter); },
+                                       error, error_code);
 }

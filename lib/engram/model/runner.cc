@@ -1015,33 +1015,15 @@ extern "C" int engram_model_run_v1(const engram::model::RunOptions* opts,
                                    engram::base::Reporter* reporter,
                                    engram::model::RunResult* result, std::string* error,
                                    int* error_code) {
-  try {
-    *result = engram::model::RunImpl(*opts, *reporter);
-    return 0;
-  } catch (const engram::Error& e) {
-    *error = e.what();
-    *error_code = static_cast<int>(e.code());
-  } catch (const std::exception& e) {
-    *error = std::string("internal error in the model module: ") + e.what();
-    *error_code = static_cast<int>(engram::Code::kInternal);
-  }
-  return 1;
+  return engram::model::CatchForCaller([&] { *result = engram::model::RunImpl(*opts, *reporter); },
+                                       error, error_code);
 }
 
 extern "C" int engram_model_session_v1(const engram::model::RunOptions* opts,
                                        engram::base::Reporter* reporter,
                                        engram::model::Session** out, std::string* error,
                                        int* error_code) {
-  try {
-    // Ownership crosses the plugin boundary as a raw pointer (C linkage); the caller deletes it.
-    *out = new engram::model::SessionImpl(*opts, *reporter);
-    return 0;
-  } catch (const engram::Error& e) {
-    *error = e.what();
-    *error_code = static_cast<int>(e.code());
-  } catch (const std::exception& e) {
-    *error = std::string("internal error in the model module: ") + e.what();
-    *error_code = static_cast<int>(engram::Code::kInternal);
-  }
-  return 1;
+  // Ownership crosses the plugin boundary as a raw pointer (C linkage); the caller deletes it.
+  return engram::model::CatchForCaller(
+      [&] { *out = new engram::model::SessionImpl(*opts, *reporter); }, error, error_code);
 }

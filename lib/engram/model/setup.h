@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "engram/base/error.h"
 #include "engram/base/reporter.h"
 #include "engram/config/config.h"
 #include "engram/model/model_config.h"
@@ -32,5 +34,22 @@ void LoadSetup(const RunOptions& o, base::Reporter& rep, Setup& s, RunResult& re
 // "[engram] table loaded in 12.4s, gpu footprint: 0.0 GB" (seconds with a decimal point, as the
 // deployment notes show it).
 std::string TableLoadedLine(double seconds, uint64_t device_bytes);
+
+// The plugin's C entry points: runs body(), turning an engram::Error into (*error, *error_code)
+// and any other exception into an internal error. Returns 0 on success, 1 on failure.
+template <class Body>
+int CatchForCaller(Body&& body, std::string* error, int* error_code) noexcept {
+  try {
+    body();
+    return 0;
+  } catch (const Error& e) {
+    *error = e.what();
+    *error_code = static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    *error = std::string("internal error in the model module: ") + e.what();
+    *error_code = static_cast<int>(Code::kInternal);
+  }
+  return 1;
+}
 
 }  // namespace engram::model

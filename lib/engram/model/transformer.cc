@@ -402,13 +402,7 @@ class TorchTransformer final : public Transformer {
                     static_cast<size_t>(kc.numel() / kc.size(-1)), static_cast<size_t>(kc.size(-1)),
                     static_cast<float>(cfg_.rms_norm_eps));
     } else {
-      Tensor gate =
-          (RmsNorm(k, g.norm_key, cfg_.rms_norm_eps) * RmsNorm(h, g.norm_query, cfg_.rms_norm_eps))
-              .to(torch::kFloat32)
-              .sum(-1) /
-          std::sqrt(static_cast<double>(cfg_.hidden_size));
-      gate = gate.abs().clamp_min(1e-6).sqrt() * gate.sign();
-      vt = torch::sigmoid(gate).unsqueeze(-1).to(dtype_) * v;
+      vt = GatedValue(g, h, k, v);
     }
     if (g.kernel == 0) return vt;
     // Padded positions contribute zeros to the causal conv, as the sequence start does.
@@ -416,33 +410,38 @@ class TorchTransformer final : public Transformer {
     const int64_t B = h.size(0), T = h.size(1), span = (g.kernel - 1) * g.dilation;
     Tensor full = torch::cat({g.conv_state.narrow(0, 0, B), n}, 1);  // [B, span + T, H]
     g.conv_state.narrow(0, 0, B).copy_(full.narrow(1, T, span));
-    // y[t] = sum_j w[:, j] * full[t + j * dilation]
-    Tensor y = full.narrow(1, 0, T) * g.conv_w.select(1, 0);
-    for (int j = 1; j < g.kernel; ++j)
-      y = y + full.narrow(1, j * g.dilation, T) * g.conv_w.select(1, j);
-    return vt + at::silu(y);
+    return vt + at::silu(CausalConv(g, full, T));
   }
 
-  // The Engram branch over whole sequences (no conv state: the sequence start reads zeros),
-  // differentiable in e.
-  Tensor EngramTrain(LayerW& L, const Tensor& h, const Tensor& e) {
-    EngramBranch& g = L.eg;
-    Tensor k = g.key(e), v = g.value(e);
+  // sigmoid(signed sqrt of <norm(k), norm(h)> / sqrt(H)) * v: the Engram gate in torch ops.
+  Tensor GatedValue(const EngramBranch& g, const Tensor& h, const Tensor& k, const Tensor& v) {
     Tensor gate =
         (RmsNorm(k, g.norm_key, cfg_.rms_norm_eps) * RmsNorm(h, g.norm_query, cfg_.rms_norm_eps))
             .to(torch::kFloat32)
             .sum(-1) /
         std::sqrt(static_cast<double>(cfg_.hidden_size));
     gate = gate.abs().clamp_min(1e-6).sqrt() * gate.sign();
-    Tensor vt = torch::sigmoid(gate).unsqueeze(-1).to(dtype_) * v;
+    return torch::sigmoid(gate).unsqueeze(-1).to(dtype_) * v;
+  }
+
+  // y[t] = sum_j w[:, j] * full[t + j * dilation] for full = [B, span + T, H].
+  static Tensor CausalConv(const EngramBranch& g, const Tensor& full, int64_t T) {
+    Tensor y = full.narrow(1, 0, T) * g.conv_w.select(1, 0);
+    for (int j = 1; j < g.kernel; ++j)
+      y = y + full.narrow(1, j * g.dilation, T) * g.conv_w.select(1, j);
+    return y;
+  }
+
+  // The Engram branch over whole sequences (no conv state: the sequence start reads zeros),
+  // differentiable in e.
+  Tensor EngramTrain(LayerW& L, const Tensor& h, const Tensor& e) {
+    const EngramBranch& g = L.eg;
+    Tensor vt = GatedValue(g, h, g.key(e), g.value(e));
     if (g.kernel == 0) return vt;
     Tensor n = RmsNorm(vt, g.conv_norm, cfg_.rms_norm_eps);
     const int64_t B = h.size(0), T = h.size(1), span = (g.kernel - 1) * g.dilation;
     Tensor full = torch::cat({torch::zeros({B, span, h.size(2)}, n.options()), n}, 1);
-    Tensor y = full.narrow(1, 0, T) * g.conv_w.select(1, 0);
-    for (int j = 1; j < g.kernel; ++j)
-      y = y + full.narrow(1, j * g.dilation, T) * g.conv_w.select(1, j);
-    return vt + at::silu(y);
+    return vt + at::silu(CausalConv(g, full, T));
   }
 
   // Causal self-attention over whole sequences starting at position 0 (no cache).
