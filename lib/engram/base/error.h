@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace engram {
 
@@ -48,6 +50,26 @@ namespace engram::base {
 // Fault injection for crash tests: when the environment variable ENGRAM_CRASH_AT equals `point`,
 // the process kills itself with SIGKILL here (scripts/crash_test.sh). A no-op otherwise.
 void CrashPoint(const char* point) noexcept;
+
+// Problems found in a line-oriented input file, listed all at once. ThrowIfAny throws
+// kInvalidArgument "<head(n)>; nothing was written:" followed by up to 25 "FILE:LINE: problem"
+// lines in line order (n = the number of distinct lines with a problem).
+class LineProblems {
+ public:
+  explicit LineProblems(std::string file) : file_(std::move(file)) {}
+  void Add(size_t line, std::string what) { problems_.emplace_back(line, std::move(what)); }
+  bool empty() const noexcept { return problems_.empty(); }
+  template <class Head>
+  void ThrowIfAny(Head&& head) {
+    if (!problems_.empty()) Throw(head(DistinctLines()));
+  }
+
+ private:
+  size_t DistinctLines();
+  [[noreturn]] void Throw(const std::string& head) const;
+  std::string file_;
+  std::vector<std::pair<size_t, std::string>> problems_;
+};
 }  // namespace engram::base
 
 // Throws engram::Error(code, message) when cond is false. msg is a stream expression:

@@ -29,8 +29,6 @@ namespace {
 
 using base::LogLevel;
 
-constexpr size_t kMaxListedProblems = 25;
-
 // One entry as token sequences: ids[0..n) with targets predicted at positions first..n-2.
 struct Seq {
   std::vector<uint32_t> ids, canon;
@@ -221,8 +219,8 @@ class Fitter {
 
   void Tokenize() {
     const uint32_t V = s_.mc.vocab_size;
-    std::vector<std::pair<size_t, std::string>> problems;
-    auto add = [&](size_t line, std::string what) { problems.emplace_back(line, std::move(what)); };
+    base::LineProblems problems(o_.entries_path);
+    auto add = [&](size_t line, std::string what) { problems.Add(line, std::move(what)); };
     auto piece = [&](uint32_t id) { return Quote(s_.tok->Decode(std::vector<uint32_t>{id})); };
     for (const FitEntry& en : o_.entries) {
       Seq q;
@@ -283,19 +281,10 @@ class Fitter {
       for (uint32_t id : q.ids) q.canon.push_back(id < s_.canon.size() ? s_.canon[id] : 0);
       seqs_.push_back(std::move(q));
     }
-    if (!problems.empty()) {
-      std::ostringstream os;
-      size_t bad = 0;
-      for (size_t i = 0; i < problems.size(); ++i)
-        bad += i == 0 || problems[i].first != problems[i - 1].first;
-      os << bad << " entr" << (bad == 1 ? "y" : "ies") << " of " << o_.entries_path
-         << " cannot be fitted; nothing was written:";
-      for (size_t i = 0; i < problems.size() && i < kMaxListedProblems; ++i)
-        os << "\n" << o_.entries_path << ":" << problems[i].first << ": " << problems[i].second;
-      if (problems.size() > kMaxListedProblems)
-        os << "\n... and " << problems.size() - kMaxListedProblems << " more";
-      ENGRAM_THROW(Code::kInvalidArgument, os.str());
-    }
+    problems.ThrowIfAny([&](size_t n) {
+      return std::to_string(n) + " entr" + (n == 1 ? "y" : "ies") + " of " + o_.entries_path +
+             " cannot be fitted";
+    });
   }
 
   // The trainable rows (positions rule, --keep-frequent), their owners, the per-entry report

@@ -1,7 +1,4 @@
 // Reading an append entries file for --fit (schemas/append_entries.md, "Entries to fit").
-#include <algorithm>
-#include <sstream>
-
 #include "engram/base/error.h"
 #include "engram/base/file.h"
 #include "engram/base/json.h"
@@ -11,8 +8,8 @@ namespace engram::model {
 
 EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
   EntriesToFit out;
-  std::vector<std::pair<size_t, std::string>> problems;
-  auto add = [&](size_t line, std::string what) { problems.emplace_back(line, std::move(what)); };
+  base::LineProblems problems(path);
+  auto add = [&](size_t line, std::string what) { problems.Add(line, std::move(what)); };
   std::vector<size_t> value_lines;
   // Lines that are no entry at all: table::Append reports them for a file of values; here only
   // when the file holds entries to fit.
@@ -110,11 +107,8 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
     out.fit.push_back(std::move(en));
   });
   out.value_entries = value_lines.size();
-  if (fit_requested || !out.fit.empty()) {
-    problems.insert(problems.end(), unreadable.begin(), unreadable.end());
-    std::stable_sort(problems.begin(), problems.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-  }
+  if (fit_requested || !out.fit.empty())
+    for (auto& [line, what] : unreadable) add(line, std::move(what));
   if (problems.empty() && !out.fit.empty() && !value_lines.empty()) {
     for (size_t l : value_lines)
       add(l,
@@ -122,17 +116,10 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
           "\"value\" in a file of their own");
   }
   if (problems.empty() && fit_requested && out.fit.empty()) add(0, "no entries to fit");
-  if (problems.empty()) return out;
-  std::ostringstream os;
-  size_t bad = 0;
-  for (size_t i = 0; i < problems.size(); ++i)
-    bad += i == 0 || problems[i].first != problems[i - 1].first;
-  os << bad << " bad entr" << (bad == 1 ? "y" : "ies") << " in " << path
-     << "; nothing was written:";
-  for (size_t i = 0; i < problems.size() && i < 25; ++i)
-    os << "\n" << path << ":" << problems[i].first << ": " << problems[i].second;
-  if (problems.size() > 25) os << "\n... and " << problems.size() - 25 << " more";
-  ENGRAM_THROW(Code::kInvalidArgument, os.str());
+  problems.ThrowIfAny([&](size_t n) {
+    return std::to_string(n) + " bad entr" + (n == 1 ? "y" : "ies") + " in " + path;
+  });
+  return out;
 }
 
 }  // namespace engram::model

@@ -30,35 +30,23 @@ namespace engram::table {
 
 namespace {
 
-constexpr size_t kMaxListedProblems = 25;
-
 using Entry = PreparedEntry;
 
+// Problems of an entries file: "N bad entries in FILE; nothing was written:" and the lines.
 class Problems {
  public:
-  explicit Problems(std::string file) : file_(std::move(file)) {}
-  void Add(size_t line, const std::string& what) { problems_.emplace_back(line, what); }
-  bool empty() const noexcept { return problems_.empty(); }
+  explicit Problems(const std::string& file) : file_(file), list_(file) {}
+  void Add(size_t line, const std::string& what) { list_.Add(line, what); }
+  bool empty() const noexcept { return list_.empty(); }
   void ThrowIfAny() {
-    if (problems_.empty()) return;
-    std::stable_sort(problems_.begin(), problems_.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    size_t entries = 0;
-    for (size_t i = 0; i < problems_.size(); ++i)
-      entries += i == 0 || problems_[i].first != problems_[i - 1].first;
-    std::ostringstream os;
-    os << entries << " bad entr" << (entries == 1 ? "y" : "ies") << " in " << file_
-       << "; nothing was written:";
-    for (size_t i = 0; i < problems_.size() && i < kMaxListedProblems; ++i)
-      os << "\n" << file_ << ":" << problems_[i].first << ": " << problems_[i].second;
-    if (problems_.size() > kMaxListedProblems)
-      os << "\n... and " << problems_.size() - kMaxListedProblems << " more";
-    ENGRAM_THROW(Code::kInvalidArgument, os.str());
+    list_.ThrowIfAny([&](size_t n) {
+      return std::to_string(n) + " bad entr" + (n == 1 ? "y" : "ies") + " in " + file_;
+    });
   }
 
  private:
   std::string file_;
-  std::vector<std::pair<size_t, std::string>> problems_;
+  base::LineProblems list_;
 };
 
 // Reads values of a float tensor row as f32.
