@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "engram/base/reporter.h"
+#include "engram/format/layout.h"
+#include "engram/format/reader.h"
+#include "engram/format/writer.h"
 #include "engram/hash/addressing.h"
-#include "engram/table/layout.h"
-#include "engram/table/reader.h"
-#include "engram/table/writer.h"
 #include "engram_kernels.h"
 
 using namespace engram;

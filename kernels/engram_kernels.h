@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "engram/format/reader.h"
 #include "engram/hash/addressing.h"
-#include "engram/table/reader.h"
 
 namespace engram::kernels {
 

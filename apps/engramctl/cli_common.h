@@ -12,7 +12,7 @@
 #include "engram/base/error.h"
 #include "engram/base/reporter.h"
 #include "engram/config/config.h"
-#include "engram/table/resolve.h"
+#include "engram/format/resolve.h"
 
 namespace CLI {
 class App;

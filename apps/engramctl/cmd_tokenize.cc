@@ -9,8 +9,8 @@
 #include "cli_common.h"
 #include "engram/base/file.h"
 #include "engram/base/json.h"
-#include "engram/table/build.h"
-#include "engram/table/resolve.h"
+#include "engram/build/build.h"
+#include "engram/format/resolve.h"
 #include "engram/tokenizer/tokenizer.h"
 
 namespace engramctl {

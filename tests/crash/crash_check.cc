@@ -13,9 +13,9 @@
 
 #include "engram/base/file.h"
 #include "engram/base/json.h"
+#include "engram/format/view.h"
 #include "engram/hash/addressing.h"
 #include "engram/hash/ngram_hash.h"
-#include "engram/table/view.h"
 
 using namespace engram;
 

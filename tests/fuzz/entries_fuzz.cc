@@ -5,8 +5,8 @@
 
 #include "engram/base/error.h"
 #include "engram/base/file.h"
+#include "engram/format/writer.h"
 #include "engram/table/append.h"
-#include "engram/table/writer.h"
 #include "fuzz_util.h"
 
 namespace {

@@ -8,9 +8,9 @@
 
 #include "engram/base/error.h"
 #include "engram/base/file.h"
-#include "engram/table/journal.h"
-#include "engram/table/reader.h"
-#include "engram/table/writer.h"
+#include "engram/format/journal.h"
+#include "engram/format/reader.h"
+#include "engram/format/writer.h"
 #include "fuzz_util.h"
 
 namespace {

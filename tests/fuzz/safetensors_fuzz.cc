@@ -1,6 +1,6 @@
 // Fuzz target: safetensors headers and files.
 #include "engram/base/error.h"
-#include "engram/table/safetensors.h"
+#include "engram/format/safetensors.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -5,8 +5,8 @@
 #include "engram/base/error.h"
 #include "engram/base/file.h"
 #include "engram/base/reporter.h"
-#include "engram/table/journal.h"
-#include "engram/table/reader.h"
+#include "engram/format/journal.h"
+#include "engram/format/reader.h"
 #include "engram/table/verify.h"
 #include "fuzz_util.h"
 

@@ -12,11 +12,11 @@
 
 #include "../unit/table/test_util.h"
 #include "engram/base/reporter.h"
+#include "engram/format/reader.h"
+#include "engram/format/writer.h"
 #include "engram/hash/addressing.h"
 #include "engram/model/engram_gate.h"
 #include "engram/table/gather.h"
-#include "engram/table/reader.h"
-#include "engram/table/writer.h"
 #include "engram_kernels.h"
 
 using namespace engram;

@@ -18,6 +18,7 @@
 #include "engram/base/resource.h"
 #include "engram/base/units.h"
 #include "engram/config/config.h"
+#include "engram/format/view.h"
 #include "engram/hash/addressing.h"
 #include "engram/hash/ngram_hash.h"
 #include "engram/model/model_config.h"
@@ -28,7 +29,6 @@
 #include "engram/table/gather.h"
 #include "engram/table/prefetch.h"
 #include "engram/table/verify.h"
-#include "engram/table/view.h"
 #include "engram/tokenizer/canonical.h"
 #include "engram/tokenizer/tokenizer.h"
 

@@ -11,9 +11,9 @@
 #include "engram/base/error.h"
 #include "engram/base/reporter.h"
 #include "engram/config/config.h"
+#include "engram/format/view.h"
 #include "engram/model/model_config.h"
 #include "engram/model/run.h"
-#include "engram/table/view.h"
 #include "engram/tokenizer/tokenizer.h"
 
 namespace engram::model {

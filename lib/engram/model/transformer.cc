@@ -11,8 +11,8 @@
 
 #include "engram/base/dtype.h"
 #include "engram/base/error.h"
+#include "engram/format/safetensors.h"
 #include "engram/model/engram_gate.h"
-#include "engram/table/safetensors.h"
 
 namespace engram::model {
 

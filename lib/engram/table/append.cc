@@ -18,12 +18,12 @@
 #include "engram/base/file.h"
 #include "engram/base/json.h"
 #include "engram/base/resource.h"
+#include "engram/format/reader.h"
+#include "engram/format/safetensors.h"
+#include "engram/format/view.h"
+#include "engram/format/writer_lock.h"
 #include "engram/hash/checksum.h"
 #include "engram/hash/ngram_hash.h"
-#include "engram/table/reader.h"
-#include "engram/table/safetensors.h"
-#include "engram/table/view.h"
-#include "engram/table/writer_lock.h"
 #include "engram/tokenizer/tokenizer.h"
 
 namespace engram::table {

@@ -10,8 +10,8 @@
 #include "engram/base/error.h"
 #include "engram/base/file.h"
 #include "engram/base/json.h"
-#include "engram/table/safetensors.h"
-#include "engram/table/view.h"
+#include "engram/format/safetensors.h"
+#include "engram/format/view.h"
 
 namespace engram::table {
 

@@ -13,9 +13,9 @@
 #include "engram/base/error.h"
 #include "engram/base/json.h"
 #include "engram/base/resource.h"
-#include "engram/table/view.h"
-#include "engram/table/writer.h"
-#include "engram/table/writer_lock.h"
+#include "engram/format/view.h"
+#include "engram/format/writer.h"
+#include "engram/format/writer_lock.h"
 
 namespace engram::table {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <span>
 
-#include "engram/table/reader.h"
-#include "engram/table/view.h"
+#include "engram/format/reader.h"
+#include "engram/format/view.h"
 
 namespace engram::table {
 

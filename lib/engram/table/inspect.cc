@@ -10,8 +10,8 @@
 #include "engram/base/file.h"
 #include "engram/base/json.h"
 #include "engram/base/units.h"
-#include "engram/table/journal.h"
-#include "engram/table/reader.h"
+#include "engram/format/journal.h"
+#include "engram/format/reader.h"
 
 namespace engram::table {
 

@@ -8,8 +8,8 @@
 
 #include "engram/base/error.h"
 #include "engram/base/json.h"
+#include "engram/format/view.h"
 #include "engram/hash/ngram_hash.h"
-#include "engram/table/view.h"
 #include "engram/tokenizer/tokenizer.h"
 
 namespace engram::table {

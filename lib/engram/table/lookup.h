@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engram/table/resolve.h"
+#include "engram/format/resolve.h"
 
 namespace engram::table {
 

@@ -20,8 +20,8 @@
 #include "engram/base/json.h"
 #include "engram/base/resource.h"
 #include "engram/base/units.h"
-#include "engram/table/format.h"
-#include "engram/table/reader.h"
+#include "engram/format/format.h"
+#include "engram/format/reader.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22

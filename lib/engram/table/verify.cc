@@ -19,10 +19,10 @@
 #include "engram/base/json.h"
 #include "engram/base/resource.h"
 #include "engram/base/units.h"
+#include "engram/format/journal.h"
+#include "engram/format/reader.h"
+#include "engram/format/resolve.h"
 #include "engram/hash/checksum.h"
-#include "engram/table/journal.h"
-#include "engram/table/reader.h"
-#include "engram/table/resolve.h"
 
 namespace engram::table {
 

@@ -9,9 +9,9 @@
 #include <random>
 
 #include "engram/base/error.h"
-#include "engram/table/build.h"
+#include "engram/build/build.h"
+#include "engram/format/reader.h"
 #include "engram/table/inspect.h"
-#include "engram/table/reader.h"
 #include "engram/table/verify.h"
 #include "test_util.h"
 

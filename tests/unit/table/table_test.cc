@@ -8,14 +8,14 @@
 
 #include "engram/base/error.h"
 #include "engram/base/json.h"
+#include "engram/build/build.h"
+#include "engram/format/reader.h"
+#include "engram/format/safetensors.h"
+#include "engram/format/writer.h"
 #include "engram/hash/ngram_hash.h"
-#include "engram/table/build.h"
 #include "engram/table/gather.h"
 #include "engram/table/inspect.h"
-#include "engram/table/reader.h"
-#include "engram/table/safetensors.h"
 #include "engram/table/verify.h"
-#include "engram/table/writer.h"
 #include "test_util.h"
 
 using namespace engram;

@@ -12,8 +12,8 @@
 
 #include "engram/base/dtype.h"
 #include "engram/base/file.h"
-#include "engram/table/format.h"
-#include "engram/table/layout.h"
+#include "engram/format/format.h"
+#include "engram/format/layout.h"
 
 namespace engram::testing {
 

@@ -1,5 +1,5 @@
 // Layout resolution: defaults, config, presets, flags; canonical map from a tokenizer.
-#include "engram/table/resolve.h"
+#include "engram/format/resolve.h"
 
 #include <map>
 #include <mutex>

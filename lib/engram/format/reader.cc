@@ -1,5 +1,5 @@
 // Reader::Open: validation in the order of schemas/table_format.md §7, one error per check.
-#include "engram/table/reader.h"
+#include "engram/format/reader.h"
 
 #include <fcntl.h>
 

@@ -1,5 +1,5 @@
 // Streaming zstd compression to and decompression from files (spill runs and shard summaries).
-// The table module is the only user of zstd.
+// The build module is the only user of zstd.
 #pragma once
 
 #include <cstddef>

@@ -8,8 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engram/table/format.h"
-#include "engram/table/layout.h"
+#include "engram/format/format.h"
+#include "engram/format/layout.h"
 
 namespace engram::table {
 

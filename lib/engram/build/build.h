@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "engram/base/reporter.h"
-#include "engram/table/resolve.h"
-#include "engram/table/writer.h"
+#include "engram/format/resolve.h"
+#include "engram/format/writer.h"
 
 namespace engram::table {
 

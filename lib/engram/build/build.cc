@@ -1,5 +1,5 @@
 // Build: resolve layout, stream the corpus, count n-grams, choose owners, fill rows, write.
-#include "engram/table/build.h"
+#include "engram/build/build.h"
 
 #include <omp.h>
 
@@ -16,13 +16,13 @@
 #include "engram/base/json.h"
 #include "engram/base/resource.h"
 #include "engram/base/units.h"
+#include "engram/build/ngram_counter.h"
+#include "engram/build/owners.h"
+#include "engram/build/part.h"
+#include "engram/build/token_stream.h"
+#include "engram/build/zstd_stream.h"
+#include "engram/format/safetensors.h"
 #include "engram/hash/ngram_hash.h"
-#include "engram/table/ngram_counter.h"
-#include "engram/table/owners.h"
-#include "engram/table/part.h"
-#include "engram/table/safetensors.h"
-#include "engram/table/token_stream.h"
-#include "engram/table/zstd_stream.h"
 
 namespace engram::table {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engram/base/json.h"
-#include "engram/table/layout.h"
+#include "engram/format/layout.h"
 
 namespace engram::table {
 

@@ -1,5 +1,5 @@
 // safetensors parsing with every field checked against the file before use.
-#include "engram/table/safetensors.h"
+#include "engram/format/safetensors.h"
 
 #include <fcntl.h>
 

@@ -9,8 +9,8 @@
 
 #include "engram/base/file.h"
 #include "engram/base/reporter.h"
-#include "engram/table/format.h"
-#include "engram/table/layout.h"
+#include "engram/format/format.h"
+#include "engram/format/layout.h"
 
 namespace engram::table {
 

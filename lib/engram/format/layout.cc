@@ -1,13 +1,13 @@
 // Layout construction and the LAYOUT section codec (schemas/table_format.md §3.1).
-#include "engram/table/layout.h"
+#include "engram/format/layout.h"
 
 #include <sstream>
 
 #include "engram/base/checked.h"
 #include "engram/base/endian.h"
 #include "engram/base/error.h"
+#include "engram/format/format.h"
 #include "engram/hash/ngram_hash.h"
-#include "engram/table/format.h"
 
 namespace engram::table {
 

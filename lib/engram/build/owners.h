@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "engram/base/reporter.h"
-#include "engram/table/layout.h"
-#include "engram/table/token_stream.h"
+#include "engram/build/token_stream.h"
+#include "engram/format/layout.h"
 
 namespace engram::table {
 

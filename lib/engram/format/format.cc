@@ -1,5 +1,5 @@
 // Header serialisation (schemas/table_format.md §2), field by field in little-endian.
-#include "engram/table/format.h"
+#include "engram/format/format.h"
 
 #include <cstring>
 #include <string>

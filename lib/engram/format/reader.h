@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "engram/base/file.h"
-#include "engram/table/format.h"
-#include "engram/table/layout.h"
+#include "engram/format/format.h"
+#include "engram/format/layout.h"
 
 namespace engram::table {
 

@@ -9,7 +9,7 @@
 
 #include "engram/base/dtype.h"
 #include "engram/config/config.h"
-#include "engram/table/layout.h"
+#include "engram/format/layout.h"
 
 namespace engram::table {
 

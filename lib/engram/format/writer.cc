@@ -1,5 +1,5 @@
 // TableWriter: temp file + fallocate + mapping, parallel chunk checksums, header last.
-#include "engram/table/writer.h"
+#include "engram/format/writer.h"
 
 #include <errno.h>
 #include <fcntl.h>

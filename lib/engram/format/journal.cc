@@ -1,5 +1,5 @@
 // Journal record encoding and the committed-prefix scan (schemas/table_format.md §5).
-#include "engram/table/journal.h"
+#include "engram/format/journal.h"
 
 #include <cstring>
 

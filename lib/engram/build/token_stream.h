@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engram/base/reporter.h"
-#include "engram/table/layout.h"
+#include "engram/format/layout.h"
 
 namespace engram::table {
 

@@ -1,6 +1,6 @@
 // TableView: open + journal scan + the deterministic-addressing rule (schemas/table_format.md
 // §5.4).
-#include "engram/table/view.h"
+#include "engram/format/view.h"
 
 #include <fcntl.h>
 

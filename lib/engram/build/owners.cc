@@ -1,5 +1,5 @@
 // Exact counting with spills, k-way merge, chunked owner assignment, and the sketch mode.
-#include "engram/table/owners.h"
+#include "engram/build/owners.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,11 +17,11 @@
 #include "engram/base/error.h"
 #include "engram/base/file.h"
 #include "engram/base/units.h"
+#include "engram/build/build.h"
+#include "engram/build/ngram_counter.h"
+#include "engram/build/zstd_stream.h"
+#include "engram/format/format.h"
 #include "engram/hash/ngram_hash.h"
-#include "engram/table/build.h"
-#include "engram/table/format.h"
-#include "engram/table/ngram_counter.h"
-#include "engram/table/zstd_stream.h"
 
 namespace engram::table {
 

@@ -8,8 +8,8 @@
 #include <span>
 #include <string>
 
-#include "engram/table/journal.h"
-#include "engram/table/reader.h"
+#include "engram/format/journal.h"
+#include "engram/format/reader.h"
 
 namespace engram::table {
 

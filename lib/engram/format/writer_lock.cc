@@ -1,5 +1,5 @@
 // WriterLock and stale temp-file cleanup.
-#include "engram/table/writer_lock.h"
+#include "engram/format/writer_lock.h"
 
 #include <dirent.h>
 #include <errno.h>
