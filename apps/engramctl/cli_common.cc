@@ -93,6 +93,8 @@ void StderrReporter::Log(engram::base::LogLevel level, std::string_view line) {
   std::lock_guard<std::mutex> lock(mu_);
   if (Globals().quiet && level < engram::base::LogLevel::kWarning) return;
   ClearLine();
+  // What went to stdout so far comes first, so a log of both streams (2>&1) keeps their order.
+  std::fflush(stdout);
   const char* prefix = "";
   if (level == engram::base::LogLevel::kNote) prefix = "note: ";
   if (level == engram::base::LogLevel::kWarning) prefix = "warning: ";
@@ -138,6 +140,7 @@ void StderrReporter::Progress(std::string_view phase, uint64_t done, uint64_t to
     std::fprintf(stderr, "\r\033[K%s", buf);
     line_dirty_ = true;
   } else {
+    std::fflush(stdout);
     std::fprintf(stderr, "%s\n", buf);
   }
   std::fflush(stderr);
