@@ -25,7 +25,18 @@ std::string Errno(int e) { return std::strerror(e); }
   std::string hint;
   if (e == ENOSPC || e == EDQUOT) hint = "; the disk is full: free space or choose another path";
   if (e == EACCES || e == EPERM || e == EROFS) hint = "; check the permissions of the path";
-  if (e == ENOENT) hint = "; check the path";
+  if (e == ENOENT) {
+    hint = "; check the path";
+    // A file created in a directory that does not exist: name the directory.
+    const size_t slash = path.find_last_of('/');
+    if (slash != std::string::npos && slash > 0) {
+      const std::string dir = path.substr(0, slash);
+      struct stat st;
+      if (::stat(dir.c_str(), &st) != 0)
+        hint = "; the directory " + dir + " does not exist: create it (mkdir -p " + dir +
+               ") or choose another path";
+    }
+  }
   if (e == EISDIR) hint = "; give a file, not a directory";
   ENGRAM_THROW(Code::kIo, path << ": " << what << " failed: " << Errno(e) << hint);
 }
@@ -57,6 +68,14 @@ void RequireNotPipe(const std::string& path) {
                path << " is a " << (S_ISFIFO(st.st_mode) ? "named pipe (FIFO)" : "socket")
                     << ", not a regular file; engramctl reads its files by offset: write the data "
                        "to a regular file and give that");
+}
+
+void RequireParentDir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash ? slash : 1);
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) ThrowIo("create", path, errno);
+  if (!S_ISDIR(st.st_mode)) ThrowIo("create", path, ENOTDIR);
 }
 
 UniqueFd OpenFile(const std::string& path, int flags, mode_t mode) {
@@ -265,6 +284,7 @@ TempFile::TempFile(std::string final_path) : final_path_(std::move(final_path)) 
   temp_path_ = final_path_ + ".tmp." + std::to_string(::getpid());
   // A stale temp file of ours from an earlier crashed process with the same pid is garbage.
   ::unlink(temp_path_.c_str());
+  RequireParentDir(final_path_);
   fd_ = OpenFile(temp_path_, O_RDWR | O_CREAT | O_EXCL, 0644);
 }
 

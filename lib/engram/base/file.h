@@ -43,6 +43,10 @@ class UniqueFd {
 // it never blocks). A missing path passes (open reports it).
 void RequireNotPipe(const std::string& path);
 
+// Throws kIo, naming the directory and `mkdir -p` it, when the directory a file is to be created
+// in does not exist (checked before long work, so a build fails in its first second).
+void RequireParentDir(const std::string& path);
+
 // open(2) with a message that names the path and the likely fix. flags as for open(2).
 UniqueFd OpenFile(const std::string& path, int flags, mode_t mode = 0644);
 

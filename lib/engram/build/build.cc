@@ -248,6 +248,7 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
                "in the config");
   ENGRAM_CHECK(o.shard_count >= 1 && o.shard_index < o.shard_count, Code::kInvalidArgument,
                "bad --shard");
+  if (!o.dry_run) base::RequireParentDir(o.output);
   Layout layout = ResolveLayout(o.layout);
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
   const bool sharded = o.shard_count > 1;
@@ -426,6 +427,7 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
   ENGRAM_CHECK(!mo.parts.empty(), Code::kInvalidArgument,
                "merge needs the partial summaries of every shard");
   ENGRAM_CHECK(!mo.output.empty(), Code::kInvalidArgument, "no output path; give -o TABLE");
+  base::RequireParentDir(mo.output);
   const int threads = mo.threads > 0 ? mo.threads : omp_get_max_threads();
   std::vector<std::unique_ptr<ZstdReader>> readers;
   std::vector<PartHeader> headers;
