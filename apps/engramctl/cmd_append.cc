@@ -259,6 +259,20 @@ void AddAppendCommand(CLI::App& app) {
                               : std::to_string(r.journal_entries_before + r.records) +
                                     " entries now await 'engramctl sort-buckets'"));
     std::string out;
+    for (const auto& n : r.ngrams) {
+      std::string texts, tokens, ids, canon;
+      for (size_t k = 0; k < n.texts.size(); ++k) {
+        texts += " " + JsonString(n.texts[k]);
+        tokens += " " + JsonString(n.tokens[k]);
+        ids += " " + std::to_string(n.ids[k]);
+        canon += " " + std::to_string(n.canon[k]);
+      }
+      out += "line " + std::to_string(n.line) + ": n-gram" + texts + " (tokens" + tokens + "; ids" +
+             ids + "; canonical" + canon + ")\n";
+    }
+    if (r.ngrams.size() < r.entries && !r.ngrams.empty())
+      out += "(the n-grams of the first " + std::to_string(r.ngrams.size()) + " of " +
+             std::to_string(r.entries) + " entries)\n";
     for (const auto& d : r.displaced) {
       char tag[32];
       std::snprintf(tag, sizeof tag, "%08x", d.previous_tag);
@@ -267,6 +281,8 @@ void AddAppendCommand(CLI::App& app) {
              std::to_string(d.bucket) + ": previous owner " + tag;
       if (!d.previous_ids.empty()) {
         out += " (appended n-gram";
+        for (const auto& t : d.previous_texts) out += " " + JsonString(t);
+        out += d.previous_texts.empty() ? "" : ", canonical";
         for (uint32_t id : d.previous_ids) out += " " + std::to_string(id);
         out += ")";
       } else if (d.previous_count) {

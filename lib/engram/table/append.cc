@@ -251,6 +251,7 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
         return;
       }
       for (uint32_t id : tok->Encode(t->as_string())) {
+        en.ids.push_back(id);
         uint32_t c;
         if (!l.Canonical(id, &c)) {
           pr->Add(line_no, "token id " + std::to_string(id) + " is outside the table's vocabulary");
@@ -275,6 +276,7 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
           break;
         }
         c = static_cast<uint32_t>(*v);
+        if (!canonical) en.ids.push_back(c);
         bool in = canonical ? c < l.spec.canonical_vocab : l.Canonical(c, &c);
         if (!in) {
           pr->Add(line_no, (canonical ? "canonical id " : "token id ") + std::to_string(*v) +
@@ -390,11 +392,48 @@ std::string AppendResult::ToJson() const {
        << ",\"previous_tag\":" << d.previous_tag << ",\"new_tag\":" << d.new_tag
        << ",\"previous_count\":" << d.previous_count << ",\"previous_ids\":[";
     for (size_t k = 0; k < d.previous_ids.size(); ++k) os << (k ? "," : "") << d.previous_ids[k];
+    os << "]";
+    if (!d.previous_texts.empty()) {
+      os << ",\"previous_texts\":[";
+      for (size_t k = 0; k < d.previous_texts.size(); ++k)
+        os << (k ? "," : "") << base::JsonString(d.previous_texts[k]);
+      os << "]";
+    }
+    os << "}";
+  }
+  os << "],\"ngrams\":[";
+  for (size_t i = 0; i < ngrams.size(); ++i) {
+    const NgramTokens& n = ngrams[i];
+    os << (i ? "," : "") << "{\"line\":" << n.line << ",\"canonical_ids\":[";
+    for (size_t k = 0; k < n.canon.size(); ++k) os << (k ? "," : "") << n.canon[k];
+    os << "],\"ids\":[";
+    for (size_t k = 0; k < n.ids.size(); ++k) os << (k ? "," : "") << n.ids[k];
+    os << "],\"tokens\":[";
+    for (size_t k = 0; k < n.tokens.size(); ++k)
+      os << (k ? "," : "") << base::JsonString(n.tokens[k]);
+    os << "],\"texts\":[";
+    for (size_t k = 0; k < n.texts.size(); ++k)
+      os << (k ? "," : "") << base::JsonString(n.texts[k]);
     os << "]}";
   }
   os << "]}";
   return os.str();
 }
+
+namespace {
+
+// Each canonical id's first tokenizer id (canonical ids merge tokens that differ only in ways
+// the hash ignores), to show an n-gram given as canonical ids.
+std::vector<uint32_t> FirstTokenOfCanonical(const Layout& l, const tokenizer::Tokenizer& tok) {
+  std::vector<uint32_t> first(l.spec.canonical_vocab, UINT32_MAX);
+  for (uint32_t id = 0; id < tok.vocab_size(); ++id) {
+    uint32_t c;
+    if (l.Canonical(id, &c) && c < first.size() && first[c] == UINT32_MAX) first[c] = id;
+  }
+  return first;
+}
+
+}  // namespace
 
 AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   base::Stopwatch sw;
@@ -447,6 +486,28 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   if (entries.empty() && pr.empty()) pr.Add(0, "no entries");
   pr.ThrowIfAny();
   res.entries = entries.size();
+  std::vector<uint32_t> first_token;
+  if (tok) first_token = FirstTokenOfCanonical(layout, *tok);
+  auto decode = [&](const std::vector<uint32_t>& canon, const std::vector<uint32_t>& given,
+                    NgramTokens* out) {
+    out->canon = canon;
+    out->ids = given;
+    if (out->ids.size() != canon.size()) {
+      out->ids.clear();
+      for (uint32_t c : canon) out->ids.push_back(c < first_token.size() ? first_token[c] : 0);
+    }
+    for (uint32_t id : out->ids) {
+      out->tokens.push_back(tok->IdToToken(id));
+      out->texts.push_back(tok->TokenText(id));
+    }
+  };
+  if (tok && !o.prepared)
+    for (size_t i = 0; i < entries.size() && i < kDescribedEntries; ++i) {
+      NgramTokens n;
+      n.line = entries[i].line;
+      decode(entries[i].canon, entries[i].ids, &n);
+      res.ngrams.push_back(std::move(n));
+    }
 
   // 2. Expand entries into journal entries (one per targeted row), encode values.
   std::vector<JournalEntry> records;
@@ -515,9 +576,14 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
       d.previous_tag = prev;
       d.new_tag = r.tag;
       d.entry_line = record_line[i];
-      if (from_journal)
+      if (from_journal) {
         d.previous_ids = from_journal->ids;
-      else if (view->reader().has_stats())
+        if (tok) {
+          NgramTokens n;
+          decode(d.previous_ids, {}, &n);
+          d.previous_texts = std::move(n.texts);
+        }
+      } else if (view->reader().has_stats())
         d.previous_count = view->reader().Stats(r.row).owner_count;
       res.displaced.push_back(std::move(d));
     }

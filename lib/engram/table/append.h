@@ -14,9 +14,10 @@ namespace engram::table {
 struct PreparedEntry {
   size_t line = 0;              // 1-based line (or row) of the entries file, for messages
   std::vector<uint32_t> canon;  // the n-gram, canonical ids, oldest first
-  std::vector<float> value;     // row_dim values
-  int64_t layer_id = -1;        // -1 = every Engram layer
-  int64_t head = -1;            // -1 = every head
+  std::vector<uint32_t> ids;  // its tokenizer ids when the entry gave them or its text; else empty
+  std::vector<float> value;   // row_dim values
+  int64_t layer_id = -1;      // -1 = every Engram layer
+  int64_t head = -1;          // -1 = every head
 };
 
 struct AppendOptions {
@@ -36,7 +37,16 @@ struct Displaced {
   uint32_t previous_tag = 0, new_tag = 0;
   uint32_t previous_count = 0;         // the previous owner's corpus count (STATS), 0 if unknown
   std::vector<uint32_t> previous_ids;  // when the previous owner came from the journal
-  size_t entry_line = 0;               // 1-based line (or row) of the displacing entry
+  std::vector<std::string> previous_texts;  // those ids decoded, when a tokenizer is known
+  size_t entry_line = 0;                    // 1-based line (or row) of the displacing entry
+};
+
+// An entry's n-gram as a person reads it (entries of a file, not --fit rows; needs the tokenizer).
+struct NgramTokens {
+  size_t line = 0;
+  std::vector<uint32_t> canon, ids;  // ids: the entry's own, or each canonical id's first token
+  std::vector<std::string> tokens;   // vocabulary strings ("Ġis", "æ·±åº¦")
+  std::vector<std::string> texts;  // decoded text (" is", "深度"; <0xE6> for a partial UTF-8 byte)
 };
 
 struct AppendResult {
@@ -46,9 +56,13 @@ struct AppendResult {
   uint64_t journal_entries_before = 0;
   uint64_t tail_truncated = 0;  // uncommitted bytes dropped before writing
   std::vector<Displaced> displaced;
+  std::vector<NgramTokens>
+      ngrams;  // the first kDescribedEntries entries, when a tokenizer is known
   double seconds = 0;
   std::string ToJson() const;
 };
+
+constexpr size_t kDescribedEntries = 100;
 
 // Validates every entry first (throwing kInvalidArgument that lists each bad line: wrong width,
 // unknown layer, empty or invalid text, bad order, ...) and only then locks and writes.
