@@ -6,7 +6,8 @@ that runs engramctl. In it, each "$ " line is a command (run by bash from the cu
 must look like the repository root after ./scripts/demo.sh; "engramctl" means build/bin/engramctl)
 and the lines after it, up to the next "$ " line, are what it prints (stdout and stderr together).
 A comment "<!-- readme-test: exit N -->" on the line before the fence says that the block's
-commands exit with N (default 0).
+commands exit with N (default 0); "<!-- readme-test: file PATH -->" says that the block is the
+file PATH, verbatim.
 
 Shown lines are matched in order against the printed lines:
   - a line "..." stands for any number of printed lines;
@@ -54,7 +55,10 @@ def blocks(readme):
         while j < len(lines) and not lines[j].startswith("```"):
             j += 1
         body = lines[i + 1:j]
-        if tag == "" and body and body[0].startswith("$ ") and any(x.startswith("$ engramctl") for x in body):
+        m = re.match(r"<!-- readme-test: file (\S+) -->", lines[i - 1] if i else "")
+        if m:
+            yield i + 2, ("file", m.group(1)), body
+        elif tag == "" and body and body[0].startswith("$ ") and any(x.startswith("$ engramctl") for x in body):
             want = 0
             m = re.match(r"<!-- readme-test: exit (\d+) -->", lines[i - 1] if i else "")
             if m:
@@ -98,6 +102,17 @@ def main():
     failures = 0
     ran = 0
     for line_no, want, commands in blocks(readme):
+        if isinstance(want, tuple):
+            path = want[1]
+            ran += 1
+            try:
+                text = open(path, encoding="utf-8").read()
+            except OSError as e:
+                text = f"<{e}>"
+            if text.rstrip("\n").split("\n") != commands:
+                failures += 1
+                print(f"{readme}:{line_no}: this block is not {path} as it is now")
+            continue
         for command, shown in commands:
             shell = re.sub(r"^engramctl\b", "build/bin/engramctl", command)
             proc = subprocess.run(["bash", "-c", shell], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
