@@ -82,8 +82,15 @@ void Run(BuildFlags& f) {
       PrintStdout("{\"dry_run\":true,\"file_bytes\":" + std::to_string(r.plan.file_size) +
                   ",\"rows_bytes\":" + std::to_string(r.plan.rows_bytes) +
                   ",\"total_rows\":" + std::to_string(r.layout.total_rows) +
-                  ",\"ram_bytes\":" + std::to_string(r.ram_estimate) +
-                  ",\"temp_bytes\":" + std::to_string(r.temp_estimate + r.plan.file_size) + "}");
+                  ",\"ram_bytes\":" + std::to_string(r.ram_estimate) + ",\"temp_bytes\":" +
+                  std::to_string(r.temp_estimate + (o.shard_count > 1 ? 0 : r.plan.file_size)) +
+                  (o.shard_count > 1
+                       ? ",\"shard\":" + std::to_string(o.shard_index) +
+                             ",\"shard_count\":" + std::to_string(o.shard_count) +
+                             ",\"part_bytes\":" + std::to_string(r.part_estimate) +
+                             ",\"merge_ram_bytes\":" + std::to_string(r.merge_ram_estimate)
+                       : std::string()) +
+                  "}");
     } else {
       PrintStdout(engram::table::DescribePlan(r, o) + "dry run: nothing written");
     }
@@ -115,20 +122,38 @@ void Run(BuildFlags& f) {
 
 void AddMergeCommand(CLI::App& app) {
   auto mo = std::make_shared<engram::table::MergeOptions>();
+  auto memory = std::make_shared<std::string>();
   CLI::App* s = app.add_subcommand(
       "merge", "Combine the partial summaries of a sharded build into the table");
   s->add_option("parts", mo->parts,
-                "Partial summaries from 'engramctl build --shard I/N', one per shard")
+                "Partial summaries from 'engramctl build --shard I/N' (or merge --partial), "
+                "covering every shard once")
       ->required();
-  s->add_option("-o,--output", mo->output, "Table to write")->required();
+  s->add_option("-o,--output", mo->output, "Table to write (a part with --partial)")->required();
+  s->add_flag("--partial", mo->partial,
+              "Write a part covering the given parts' shards instead of a table (exact owners): "
+              "merge of such parts gives the same table, so merges can run as a tree");
+  s->add_option("--memory", *memory,
+                "RAM for open parts, GNU sort units (e.g. 4G, 50%); more exact parts than it "
+                "holds are merged in rounds through temporary parts");
+  s->add_option("--temp-dir", mo->temp_dir,
+                "Where merge rounds write temporary parts (default: next to the output)");
   s->add_option("-t,--threads", mo->threads, "Threads (default: all cores)");
-  s->callback([mo] {
+  s->callback([mo, memory] {
     StderrReporter rep;
     engram::base::Stopwatch sw;
     mo->command_line = CommandLine();
+    if (!memory->empty()) mo->memory_bytes = engram::base::ParseSize(*memory, "--memory", 'K');
     engram::table::BuildResult r = engram::table::Merge(*mo, rep);
+    if (mo->partial) {
+      rep.Log(engram::base::LogLevel::kInfo,
+              "merged " + std::to_string(mo->parts.size()) + " parts into part " + mo->output +
+                  " (" + std::to_string(r.tokens) +
+                  " tokens); give it to 'engramctl merge' with the parts of the other shards");
+      return;
+    }
     rep.Log(engram::base::LogLevel::kInfo,
-            "merged " + std::to_string(mo->parts.size()) + " shards into " + mo->output + ": " +
+            "merged " + std::to_string(mo->parts.size()) + " parts into " + mo->output + ": " +
                 std::to_string(r.layout.total_rows) + " rows, " + std::to_string(r.tokens) +
                 " tokens, " + std::to_string(r.owned_rows) + " rows with an owner");
     rep.Log(engram::base::LogLevel::kInfo,

@@ -277,21 +277,34 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
     so.shard_count = o.shard_count;
   }
   const uint64_t input_bytes = InputBytes(so);
-  const uint64_t approx_tokens = o.corpus_files.empty() ? input_bytes / 4 : input_bytes / 4;
+  // Text is about 4 bytes a token, as u32 ids are. An exact shard counts ~1/N of the input.
+  const uint64_t approx_tokens = (input_bytes / 4 + (o.owners == "exact" ? o.shard_count - 1 : 0)) /
+                                 (o.owners == "exact" ? o.shard_count : 1);
   const uint32_t orders = layout.spec.max_order - 1;
   if (o.owners == "exact") {
-    uint64_t need = 0;
-    for (uint32_t n = hash::kMinOrder; n <= layout.spec.max_order; ++n)
+    uint64_t need = 0, record_bytes = 0;
+    for (uint32_t n = hash::kMinOrder; n <= layout.spec.max_order; ++n) {
       need += approx_tokens * NgramCounter::BytesPerEntry(n);
-    res.ram_estimate =
-        std::min(need, memory) + (o.with_stats ? 0 : layout.total_rows * 4) + (128ull << 20);
+      record_bytes += approx_tokens * (n * 4 + 8);
+    }
+    // A shard keeps no table in memory; a whole build keeps the owner counts when without stats.
+    res.ram_estimate = std::min(need, memory) +
+                       (o.with_stats || sharded ? 0 : layout.total_rows * 4) + (128ull << 20);
     // Spill runs hold at most every n-gram once per run, zstd-compressed (about 2x).
     res.temp_estimate =
         need > memory ? approx_tokens * orders * (layout.spec.max_order * 4 + 8) / 2 : 0;
+    if (sharded) res.part_estimate = record_bytes / 2;  // at most one record per token and order
   } else {
     res.ram_estimate = layout.total_rows * 16 +
                        2 * (16ull << 20) * (layout.spec.max_order + orders) + (128ull << 20);
     res.temp_estimate = 0;
+    if (sharded) res.part_estimate = layout.total_rows * 16 / o.shard_count;
+  }
+  if (sharded) {
+    // merge: the table is written through a mapping, plus the parts open at once.
+    res.merge_ram_estimate =
+        res.plan.file_size +
+        std::min<uint64_t>(o.shard_count, memory / (8ull << 20)) * (8ull << 20) + (128ull << 20);
   }
   res.layout = layout;
   if (o.dry_run) {
@@ -422,6 +435,71 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   return res;
 }
 
+namespace {
+
+// What one open part costs while it is merged: the zstd window (level 3: up to 8 MiB with long
+// inputs; 2 MiB typical) and its input buffer. --memory / this = parts merged at once.
+constexpr uint64_t kMergeBytesPerPart = 8ull << 20;
+
+// Reads the part headers one at a time (nothing stays open), checks that they belong to one build
+// and that no shard is covered twice. *seen[k] = the part covering shard k, or -1.
+std::vector<PartHeader> ReadPartHeaders(const std::vector<std::string>& parts,
+                                        std::vector<int>* seen) {
+  std::vector<PartHeader> headers;
+  for (const auto& p : parts) {
+    ZstdReader r(p);
+    headers.push_back(ReadPartHeader(r));
+  }
+  const PartHeader& h0 = headers[0];
+  seen->assign(h0.shard_count, -1);
+  for (size_t i = 0; i < headers.size(); ++i) {
+    std::string why = DescribePartMismatch(h0, headers[i]);
+    ENGRAM_CHECK(why.empty(), Code::kInvalidArgument,
+                 parts[i] << " does not belong to the same build as " << parts[0] << ": " << why);
+    for (uint32_t k : headers[i].shards) {
+      ENGRAM_CHECK((*seen)[k] < 0, Code::kInvalidArgument,
+                   parts[i] << " and " << parts[(*seen)[k]] << " are both shard " << k << "/"
+                            << h0.shard_count);
+      (*seen)[k] = static_cast<int>(i);
+    }
+  }
+  return headers;
+}
+
+// Writes one exact part covering every shard of `parts` (their headers in `headers`): counts of
+// equal n-grams add, so merging merged parts gives what merging the shards' parts gives.
+void WritePartialMerge(const std::vector<std::string>& parts,
+                       const std::vector<PartHeader>& headers, const std::string& out) {
+  PartHeader h = headers[0];
+  h.shards.clear();
+  h.tokens = h.documents = 0;
+  for (const auto& x : headers) {
+    h.shards.insert(h.shards.end(), x.shards.begin(), x.shards.end());
+    h.tokens += x.tokens;
+    h.documents += x.documents;
+  }
+  std::sort(h.shards.begin(), h.shards.end());
+  h.shard_index = h.shards[0];
+  std::vector<std::unique_ptr<ZstdReader>> readers;
+  std::vector<ZstdReader*> rs;
+  for (const auto& p : parts) {
+    readers.push_back(std::make_unique<ZstdReader>(p));
+    ReadPartHeader(*readers.back());  // positions the stream at the records
+    rs.push_back(readers.back().get());
+  }
+  base::TempFile tf(out);
+  {
+    ZstdWriter w(tf.temp_path(), 3);
+    std::string hdr = EncodePartHeader(h);
+    w.Write(hdr.data(), hdr.size());
+    WriteMergedPartStreams(rs, h.layout.spec.max_order, w);
+    w.Close(true);
+  }
+  tf.Commit();
+}
+
+}  // namespace
+
 BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
   base::Stopwatch sw;
   ENGRAM_CHECK(!mo.parts.empty(), Code::kInvalidArgument,
@@ -429,30 +507,75 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
   ENGRAM_CHECK(!mo.output.empty(), Code::kInvalidArgument, "no output path; give -o TABLE");
   base::RequireParentDir(mo.output);
   const int threads = mo.threads > 0 ? mo.threads : omp_get_max_threads();
-  std::vector<std::unique_ptr<ZstdReader>> readers;
-  std::vector<PartHeader> headers;
-  for (const auto& p : mo.parts) {
-    readers.push_back(std::make_unique<ZstdReader>(p));
-    headers.push_back(ReadPartHeader(*readers.back()));
+  std::vector<int> seen;
+  std::vector<PartHeader> headers = ReadPartHeaders(mo.parts, &seen);
+  const PartHeader h0 = headers[0];  // a copy: merge rounds replace `headers`
+  ENGRAM_CHECK(!mo.partial || h0.mode == "exact", Code::kInvalidArgument,
+               "merge --partial combines exact parts; sketch parts (rows x 16 bytes each) are "
+               "merged directly: give them all to one 'engramctl merge'");
+  if (!mo.partial)
+    for (uint32_t k = 0; k < h0.shard_count; ++k)
+      ENGRAM_CHECK(seen[k] >= 0, Code::kInvalidArgument,
+                   "shard " << k << "/" << h0.shard_count
+                            << " is missing; merge needs the parts of all " << h0.shard_count
+                            << " shards");
+  BuildResult res;
+  res.layout = h0.layout;
+  for (const auto& h : headers) {
+    // Sketch shards each read the whole corpus: count it once.
+    res.tokens = h0.mode == "sketch" ? h.tokens : res.tokens + h.tokens;
+    res.documents = h0.mode == "sketch" ? h.documents : res.documents + h.documents;
   }
-  const PartHeader& h0 = headers[0];
-  std::vector<int> seen(h0.shard_count, -1);
-  for (size_t i = 0; i < headers.size(); ++i) {
-    std::string why = DescribePartMismatch(h0, headers[i]);
-    ENGRAM_CHECK(
-        why.empty(), Code::kInvalidArgument,
-        mo.parts[i] << " does not belong to the same build as " << mo.parts[0] << ": " << why);
-    ENGRAM_CHECK(seen[headers[i].shard_index] < 0, Code::kInvalidArgument,
-                 mo.parts[i] << " and " << mo.parts[seen[headers[i].shard_index]]
-                             << " are both shard " << headers[i].shard_index << "/"
-                             << h0.shard_count);
-    seen[headers[i].shard_index] = static_cast<int>(i);
+  if (mo.partial) {
+    WritePartialMerge(mo.parts, headers, mo.output);
+    res.seconds = sw.Seconds();
+    return res;
   }
-  for (uint32_t k = 0; k < h0.shard_count; ++k)
-    ENGRAM_CHECK(seen[k] >= 0, Code::kInvalidArgument,
-                 "shard " << k << "/" << h0.shard_count
-                          << " is missing; merge needs the parts of all " << h0.shard_count
-                          << " shards");
+  // Bounded memory: more exact parts than --memory holds open are merged in rounds of at most
+  // `fan_in` into temporary parts (removed when the merge ends, even on failure).
+  const uint64_t memory = mo.memory_bytes ? mo.memory_bytes : DefaultBuildMemory();
+  const size_t fan_in = std::max<size_t>(2, memory / kMergeBytesPerPart);
+  std::vector<std::string> parts = mo.parts;
+  struct TempParts {
+    std::vector<std::string> paths;
+    ~TempParts() {
+      for (const auto& p : paths) ::unlink(p.c_str());
+    }
+  } temps;
+  const std::string temp_dir = mo.temp_dir.empty() ? base::DirName(mo.output) : mo.temp_dir;
+  int rounds = 0;
+  while (h0.mode == "exact" && parts.size() > fan_in) {
+    ++rounds;
+    std::vector<std::string> next;
+    std::vector<PartHeader> next_headers;
+    for (size_t g = 0; g < parts.size(); g += fan_in) {
+      const size_t e = std::min(parts.size(), g + fan_in);
+      if (e - g == 1) {
+        next.push_back(parts[g]);
+        next_headers.push_back(headers[g]);
+        continue;
+      }
+      std::vector<std::string> group(parts.begin() + g, parts.begin() + e);
+      std::vector<PartHeader> gh(headers.begin() + g, headers.begin() + e);
+      std::string tmp = temp_dir + "/engram-merge." + std::to_string(::getpid()) + "." +
+                        std::to_string(temps.paths.size()) + ".part";
+      temps.paths.push_back(tmp);
+      WritePartialMerge(group, gh, tmp);
+      ZstdReader r(tmp);
+      next_headers.push_back(ReadPartHeader(r));
+      next.push_back(tmp);
+      reporter.Progress("merge rounds", g + fan_in, parts.size(), "parts");
+    }
+    reporter.ProgressDone("merge rounds");
+    reporter.Log(base::LogLevel::kInfo,
+                 "merge round " + std::to_string(rounds) + ": " + std::to_string(parts.size()) +
+                     " parts -> " + std::to_string(next.size()) + " (at most " +
+                     std::to_string(fan_in) + " open at once within --memory " +
+                     base::FormatBytes(memory) + ")");
+    parts = std::move(next);
+    headers = std::move(next_headers);
+  }
+  res.merge_rounds = rounds;
   BuildOptions o;
   ApplyOptionsJson(h0.options, &o);
   o.command_line = mo.command_line;
@@ -462,23 +585,21 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
   wo.with_stats = o.with_stats;
   wo.sketch_owners = o.owners == "sketch";
   wo.threads = threads;
-  BuildResult res;
-  res.layout = layout;
   res.plan = PlanSizes(layout, wo);
   TokenStreamStats st;
-  for (const auto& h : headers) {
-    // Sketch shards each read the whole corpus: count it once.
-    st.tokens = h0.mode == "sketch" ? h.tokens : st.tokens + h.tokens;
-    st.documents = h0.mode == "sketch" ? h.documents : st.documents + h.documents;
-  }
-  res.tokens = st.tokens;
-  res.documents = st.documents;
+  st.tokens = res.tokens;
+  st.documents = res.documents;
   TableWriter writer(mo.output, layout, wo);
   OwnerArrays oa{writer.tags(), writer.stats(), {}};
   if (!oa.stats) oa.own.assign(layout.total_rows, 0);
   if (h0.mode == "exact") {
+    std::vector<std::unique_ptr<ZstdReader>> readers;
     std::vector<ZstdReader*> rs;
-    for (auto& r : readers) rs.push_back(r.get());
+    for (const auto& p : parts) {
+      readers.push_back(std::make_unique<ZstdReader>(p));
+      ReadPartHeader(*readers.back());
+      rs.push_back(readers.back().get());
+    }
     OwnerAssigner assign(layout, &oa, threads);
     for (uint32_t n = hash::kMinOrder; n <= layout.spec.max_order; ++n) {
       assign.BeginOrder(n);
@@ -488,7 +609,11 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
     res.ngrams_distinct = assign.distinct();
   } else {
     SketchOwners sk(layout, threads);
-    for (auto& r : readers) sk.ReadCells(*r);
+    for (const auto& p : parts) {  // one open at a time
+      ZstdReader r(p);
+      ReadPartHeader(r);
+      sk.ReadCells(r);
+    }
     sk.Finish(&oa);
   }
   std::string prov = "{\"creator\":" + base::JsonString(kVersionString) +
@@ -515,6 +640,25 @@ std::string DescribePlan(const BuildResult& r, const BuildOptions& o) {
      << base::FormatBytes(r.plan.scales_bytes) << ", tags " << base::FormatBytes(r.plan.tags_bytes)
      << ", stats " << base::FormatBytes(r.plan.stats_bytes) << ", checksums "
      << base::FormatBytes(r.plan.sums_bytes) << ")\n";
+  if (o.shard_count > 1) {
+    os << "shard:       " << o.shard_index << "/" << o.shard_count << " ("
+       << (o.owners == "exact" ? "about 1/" + std::to_string(o.shard_count) + " of the input"
+                               : std::string("the whole input, 1/") +
+                                     std::to_string(o.shard_count) + " of the sub-tables")
+       << ")\n";
+    os << "RAM needed:  up to " << base::FormatBytes(r.ram_estimate) << " per shard"
+       << (o.owners == "exact" ? " (n-gram counts within --memory)" : "") << "\n";
+    os << "temp disk:   " << base::FormatBytes(r.temp_estimate) << " per shard (spill runs)\n";
+    os << "part file:   up to " << base::FormatBytes(r.part_estimate) << " per shard ("
+       << (o.output.empty() ? std::string("OUTPUT") : o.output) << ")\n";
+    os << "merge:       RAM up to " << base::FormatBytes(r.merge_ram_estimate) << ", writes "
+       << base::FormatBytes(r.plan.file_size) << "; the parts need up to "
+       << base::FormatBytes(r.part_estimate * o.shard_count) << " of shared disk\n";
+    os << "slurm:       #SBATCH --mem=" << (r.ram_estimate + (1ull << 30) - 1) / (1ull << 30)
+       << "G per shard task; --mem=" << (r.merge_ram_estimate + (1ull << 30) - 1) / (1ull << 30)
+       << "G for the merge job\n";
+    return os.str();
+  }
   os << "RAM needed:  up to " << base::FormatBytes(r.ram_estimate)
      << " (n-gram counts, bounded by the number of distinct n-grams)\n";
   os << "temp disk:   " << base::FormatBytes(r.temp_estimate + r.plan.file_size)

@@ -47,10 +47,13 @@ struct BuildResult {
   bool dry_run = false;
   uint64_t tokens = 0, documents = 0, ngrams_distinct = 0, owned_rows = 0;
   uint64_t ram_estimate = 0, temp_estimate = 0;
+  uint64_t part_estimate = 0;       // --shard: the part file this shard writes (dry run)
+  uint64_t merge_ram_estimate = 0;  // --shard: what the merge of all parts needs (dry run)
   double seconds = 0;
   double count_seconds = 0;                    // reading + counting (the owner phase's corpus pass)
   double assign_seconds = 0;                   // merging counts and choosing owners
   uint64_t spill_runs = 0, spilled_bytes = 0;  // exact owners over the memory budget
+  int merge_rounds = 0;                        // merge: rounds of temporary parts (--memory)
   // The input slice this build read (see TokenStreamOptions): [begin, end) of total token ids,
   // or of total bytes for text corpora.
   uint64_t range_begin = 0, range_end = 0, range_total = 0;
@@ -65,6 +68,9 @@ struct MergeOptions {
   std::vector<std::string> parts;
   std::string output;
   int threads = 0;
+  bool partial = false;       // write a part covering the given parts' shards, not a table
+  uint64_t memory_bytes = 0;  // bounds the parts open at once (0 = as build's default)
+  std::string temp_dir;       // for the rounds' temporary parts ("" = next to the output)
   std::string command_line;
 };
 

@@ -330,32 +330,59 @@ void MergePartStreams(const std::vector<ZstdReader*>& readers, uint32_t order,
   KWayMerge(sources, order, sink);
 }
 
+namespace {
+
+// Writes a part body: the (ids, count) records of one order after another, each order ended by
+// a record of zeros (count 0), in 1 MiB writes.
+class PartBodyWriter {
+ public:
+  explicit PartBodyWriter(ZstdWriter& w) : w_(w) {}
+  void BeginOrder(uint32_t n) {
+    EndOrder();
+    order_ = n;
+  }
+  void Add(const uint32_t* ids, uint64_t count) {
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(ids);
+    buf_.insert(buf_.end(), p, p + order_ * 4);
+    const uint8_t* c = reinterpret_cast<const uint8_t*>(&count);
+    buf_.insert(buf_.end(), c, c + 8);
+    if (buf_.size() >= (1 << 20)) Flush();
+  }
+  void EndOrder() {
+    if (!order_) return;
+    buf_.insert(buf_.end(), order_ * 4 + 8, 0);
+    Flush();
+    order_ = 0;
+  }
+
+ private:
+  void Flush() {
+    w_.Write(buf_.data(), buf_.size());
+    buf_.clear();
+  }
+  ZstdWriter& w_;
+  std::vector<uint8_t> buf_;
+  uint32_t order_ = 0;
+};
+
+}  // namespace
+
 void ExactCounter::WriteMerged(ZstdWriter& w) {
-  std::vector<uint8_t> buf;
-  uint32_t order = 0;
-  auto flush = [&] {
-    w.Write(buf.data(), buf.size());
-    buf.clear();
-  };
-  auto end_order = [&] {
-    if (!order) return;
-    std::vector<uint8_t> term(order * 4 + 8, 0);
-    buf.insert(buf.end(), term.begin(), term.end());
-    flush();
-  };
-  Merge(
-      [&](uint32_t n) {
-        end_order();
-        order = n;
-      },
-      [&](const uint32_t* ids, uint64_t count) {
-        const uint8_t* p = reinterpret_cast<const uint8_t*>(ids);
-        buf.insert(buf.end(), p, p + order * 4);
-        const uint8_t* c = reinterpret_cast<const uint8_t*>(&count);
-        buf.insert(buf.end(), c, c + 8);
-        if (buf.size() >= (1 << 20)) flush();
-      });
-  end_order();
+  PartBodyWriter body(w);
+  Merge([&](uint32_t n) { body.BeginOrder(n); },
+        [&](const uint32_t* ids, uint64_t count) { body.Add(ids, count); });
+  body.EndOrder();
+}
+
+void WriteMergedPartStreams(const std::vector<ZstdReader*>& readers, uint32_t max_order,
+                            ZstdWriter& w) {
+  PartBodyWriter body(w);
+  for (uint32_t n = hash::kMinOrder; n <= max_order; ++n) {
+    body.BeginOrder(n);
+    MergePartStreams(readers, n,
+                     [&](const uint32_t* ids, uint64_t count) { body.Add(ids, count); });
+  }
+  body.EndOrder();
 }
 
 // Records the assigner buffers before applying them in parallel.

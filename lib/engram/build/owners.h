@@ -76,6 +76,11 @@ class ExactCounter {
 void MergePartStreams(const std::vector<class ZstdReader*>& readers, uint32_t order,
                       const RecordSink& sink);
 
+// Merges the exact records of several parts into one part body (every order 2..max_order, counts
+// of equal n-grams summed, each order ended by its zero record), as merge --partial writes it.
+void WriteMergedPartStreams(const std::vector<class ZstdReader*>& readers, uint32_t max_order,
+                            class ZstdWriter& w);
+
 // Applies a merged record stream of one order to the owner cells: rows of all (layer, head)
 // sub-tables of that order. Buffers records and assigns in parallel chunks.
 class OwnerAssigner {

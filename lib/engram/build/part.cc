@@ -41,6 +41,18 @@ std::string EncodePartHeader(const PartHeader& h) {
                              {"documents", Json::MakeNumber(static_cast<int64_t>(h.documents))},
                              {"options", h.options},
                              {"layout", LayoutJson(h.layout)}});
+  if (h.shards.size() > 1) {
+    std::vector<Json> shards;
+    for (uint32_t k : h.shards) shards.push_back(Json::MakeNumber(k));
+    j = Json::MakeObject({{"mode", Json::MakeString(h.mode)},
+                          {"shard_index", Json::MakeNumber(h.shard_index)},
+                          {"shard_count", Json::MakeNumber(h.shard_count)},
+                          {"shards", Json::MakeArray(shards)},
+                          {"tokens", Json::MakeNumber(static_cast<int64_t>(h.tokens))},
+                          {"documents", Json::MakeNumber(static_cast<int64_t>(h.documents))},
+                          {"options", h.options},
+                          {"layout", LayoutJson(h.layout)}});
+  }
   std::string text = j.Dump();
   std::string out(kPartMagic, 8);
   uint32_t len = static_cast<uint32_t>(text.size());
@@ -102,6 +114,17 @@ PartHeader ReadPartHeader(ZstdReader& r) {
       std::stoull(need(l.Find("tokenizer_fingerprint"), "tokenizer_fingerprint").as_string());
   ENGRAM_CHECK(h.shard_count >= 1 && h.shard_index < h.shard_count, Code::kCorrupt,
                r.path() << ": bad shard numbers");
+  if (const base::Json* sh = j.Find("shards")) {
+    ENGRAM_CHECK(sh->is_array() && !sh->items().empty(), Code::kCorrupt,
+                 r.path() << ": bad shard list");
+    for (const auto& x : sh->items()) {
+      auto k = x.as_uint64();
+      ENGRAM_CHECK(k && *k < h.shard_count, Code::kCorrupt, r.path() << ": bad shard list");
+      h.shards.push_back(static_cast<uint32_t>(*k));
+    }
+  } else {
+    h.shards = {h.shard_index};
+  }
   h.layout = MakeLayout(std::move(s), row_dim, dtype, std::move(canon), fp);
   return h;
 }

@@ -19,6 +19,9 @@ inline constexpr char kPartMagic[8] = {'E', 'N', 'G', 'P', 'A', 'R', 'T', '1'};
 struct PartHeader {
   std::string mode;  // exact | sketch
   uint32_t shard_index = 0, shard_count = 1;
+  // The shards this part covers: {shard_index} for a shard's own part, several for a part that
+  // `merge --partial` combined (the header's "shards"; absent in a single shard's part).
+  std::vector<uint32_t> shards;
   uint64_t tokens = 0, documents = 0;
   base::Json options;  // init, seed, std, values, stats, chunk_log2 (an object)
   Layout layout;
