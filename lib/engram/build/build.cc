@@ -221,7 +221,24 @@ void FinishTable(TableWriter& writer, const Layout& layout, const BuildOptions& 
     FillNormal(layout, o.init_seed, o.init_std, writer.rows(), writer.scales(), threads);
   else if (layout.dtype == base::DType::kF8E4M3)
     std::memset(writer.scales(), 127, layout.total_rows * layout.scale_stride());
-  writer.SetProvenance(provenance);
+  // What the table scores on its own corpus (owner counts / occurrences over every sub-table):
+  // run and serve explain a request's hit rate against it.
+  std::string prov = provenance;
+  if (const uint8_t* st = writer.stats(); st && !prov.empty() && prov.back() == '}') {
+    uint64_t owner = 0, total = 0;
+    for (uint64_t r = 0; r < layout.total_rows; ++r) {
+      owner += base::LoadLE<uint32_t>(st + r * kStatsRowSize);
+      total += base::LoadLE<uint32_t>(st + r * kStatsRowSize + 4);
+    }
+    if (total) {
+      char rate[64];
+      std::snprintf(rate, sizeof rate, ",\"corpus_hit_rate\":%.6f}",
+                    static_cast<double>(owner) / static_cast<double>(total));
+      prov.pop_back();
+      prov += rate;
+    }
+  }
+  writer.SetProvenance(prov);
   writer.Commit(reporter);
 }
 

@@ -27,6 +27,7 @@
 #include "engram/model/setup.h"
 #include "engram/model/transformer.h"
 #include "engram/table/gather.h"
+#include "engram/table/lookup.h"
 #include "engram/table/prefetch.h"
 #include "engram/table/verify.h"
 #include "engram/tokenizer/canonical.h"
@@ -441,7 +442,9 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
   const uint32_t V = s.mc.vocab_size;
   const uint32_t N = s.engram ? s.view->layout().spec.max_order : 2;
   std::vector<float> logits;
-  size_t low_hit_requests = 0;  // requests with engram_hit_rate < 0.3 (explained once)
+  size_t low_hit_requests = 0;  // requests with a low engram_hit_rate (explained once)
+  // What the table scores on its own corpus: a request far below it is explained.
+  const double corpus_rate = s.engram ? table::CorpusHitRate(s.view->reader()) : -1;
   for (size_t first = 0; first < o.prompts.size(); first += to.max_batch) {
     const size_t B = std::min<size_t>(to.max_batch, o.prompts.size() - first);
     std::vector<PromptResult> pr(B);
@@ -616,21 +619,15 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
             req +
                 "engram_hit_rate is 0 because no position has a full n-gram (the input is shorter "
                 "than order 2)");
-      else if (pr[b].engram_lookups >= 8 && rate < 0.3 && low_hit_requests++ == 0)
-        rep.Log(LogLevel::kWarning,
-                req +
-                    "engram_hit_rate below 0.3: the text is far from the table's corpus, the "
-                    "table has few buckets for its corpus (most n-grams share a bucket with a "
-                    "more frequent owner), or it was built with another n-gram order or "
-                    "tokenizer than this model uses (table: orders 2.." +
-                    std::to_string(N) + ", " + std::to_string(s.view->layout().spec.sizes[0]) +
-                    " buckets per sub-table, tokenizer " +
-                    Hex(s.view->layout().tokenizer_fingerprint) + ")");
+      else if (std::string note =
+                   table::LowHitRateNote(rate, pr[b].engram_lookups, corpus_rate, s.view->layout());
+               !note.empty() && low_hit_requests++ == 0)
+        rep.Log(LogLevel::kWarning, req + note);
     }
     for (auto& p : pr) res.prompts.push_back(std::move(p));
   }
   if (low_hit_requests > 1)
-    rep.Log(LogLevel::kWarning, "[engram] engram_hit_rate below 0.3 in " +
+    rep.Log(LogLevel::kWarning, "[engram] engram_hit_rate low (as above) in " +
                                     std::to_string(low_hit_requests) + " of " +
                                     std::to_string(o.prompts.size()) + " requests");
   if (s.engram) {
@@ -720,6 +717,11 @@ class SessionImpl final : public Session {
     if (s_.engram) {
       info_.table_path = s_.view->reader().path();
       info_.ngram_order = s_.view->layout().spec.max_order;
+      info_.corpus_hit_rate = table::CorpusHitRate(s_.view->reader());
+      info_.low_hit_rate_note = [layout = s_.view->layout()](double rate, uint64_t lookups,
+                                                             double corpus_rate) {
+        return table::LowHitRateNote(rate, lookups, corpus_rate, layout);
+      };
       stamp_ = Stamp(info_.table_path);
       view_ = std::shared_ptr<const table::TableView>(std::move(s_.view));
       state_.generation = 1;

@@ -88,6 +88,7 @@ struct Server::Impl {
   uint64_t latency_counts[std::size(kLatencyBuckets) + 1] = {};
   double latency_sum = 0;
   std::deque<std::pair<uint64_t, double>> recent;  // (request id, hit rate), newest last
+  bool low_rate_explained = false;  // the scheduler thread's: a low hit rate is explained once
 
   Impl(ServeOptions o, base::Reporter& r) : opts(std::move(o)), rep(r) {}
 
@@ -382,6 +383,14 @@ struct Server::Impl {
                   static_cast<unsigned long long>(l), static_cast<unsigned long long>(l - h),
                   static_cast<unsigned long long>(r.table.generation));
     rep.Log(LogLevel::kInfo, head + line);
+    // A rate far below what the table scores on its own corpus is explained, once.
+    if (const auto& note_for = session->info().low_hit_rate_note; note_for && !low_rate_explained) {
+      std::string note = note_for(Rate(h, l), l, session->info().corpus_hit_rate);
+      if (!note.empty()) {
+        low_rate_explained = true;
+        rep.Log(LogLevel::kWarning, head + note + " (said once)");
+      }
+    }
   }
 
   void SchedulerLoop() {

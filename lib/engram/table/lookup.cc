@@ -132,16 +132,53 @@ LookupResult Lookup(const LookupOptions& o) {
         " have no full n-gram and are not counted (normal, not an error)" +
         (T < 2 ? "; engram_hit_rate is 0 because no position has a full n-gram" : ""));
   }
-  if (view && res.lookups >= 8 && res.hit_rate() < 0.3)
-    res.notes.push_back("engram_hit_rate " + std::to_string(res.hit_rate()).substr(0, 5) +
-                        " is below 0.3: the input is far from the build corpus, or the table was "
-                        "built with another "
-                        "tokenizer or n-gram order than this input uses (table: orders 2.." +
-                        std::to_string(l.spec.max_order) + ", " +
-                        (l.tokenizer_fingerprint ? "tokenizer " + Hex(l.tokenizer_fingerprint)
-                                                 : std::string("no tokenizer")) +
-                        ")");
+  if (view) {
+    std::string note =
+        LowHitRateNote(res.hit_rate(), res.lookups, CorpusHitRate(view->reader()), l);
+    if (!note.empty()) res.notes.push_back(note);
+  }
   return res;
+}
+
+double CorpusHitRate(const Reader& r) {
+  try {
+    base::Json p = base::Json::Parse(r.provenance(), "provenance", 32);
+    if (p.is_object())
+      if (const base::Json* v = p.Find("corpus_hit_rate"))
+        if (v->is_number()) return v->as_double();
+  } catch (const Error&) {
+    // A provenance that is not JSON: fall back to the statistics.
+  }
+  if (!r.has_stats()) return -1;
+  uint64_t owner = 0, total = 0;
+  for (uint64_t row = 0; row < r.layout().total_rows; ++row) {
+    StatsRow st = r.Stats(row);
+    owner += st.owner_count;
+    total += st.total_count;
+  }
+  return total ? static_cast<double>(owner) / static_cast<double>(total) : -1;
+}
+
+std::string LowHitRateNote(double rate, uint64_t lookups, double corpus_rate, const Layout& l) {
+  if (lookups < 8) return {};
+  const bool known = corpus_rate > 0;
+  if (rate >= (known ? 0.5 * corpus_rate : 0.3)) return {};
+  char head[160];
+  if (known)
+    std::snprintf(head, sizeof head,
+                  "engram_hit_rate %.2f is below half of the %.2f this table scores on its own "
+                  "build corpus",
+                  rate, corpus_rate);
+  else
+    std::snprintf(head, sizeof head, "engram_hit_rate %.2f is below 0.3", rate);
+  return std::string(head) +
+         ": the text is far from that corpus, or the table was built with another tokenizer or "
+         "n-gram order than this text uses (table: orders 2.." +
+         std::to_string(l.spec.max_order) + ", " + std::to_string(l.spec.sizes[0]) +
+         " buckets per sub-table, " +
+         (l.tokenizer_fingerprint ? "tokenizer " + Hex(l.tokenizer_fingerprint)
+                                  : std::string("no tokenizer")) +
+         ")";
 }
 
 std::string LookupResult::ToText() const {

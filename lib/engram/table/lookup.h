@@ -59,4 +59,15 @@ struct LookupResult {
 
 LookupResult Lookup(const LookupOptions& opts);
 
+class Reader;
+// What a table scores on its own build corpus: the share of the corpus's n-gram lookups (every
+// occurrence, layer, order and head) that hit, i.e. owner counts / occurrences. Recorded in
+// PROVENANCE at build ("corpus_hit_rate"); computed from STATS for tables built before that;
+// -1 when neither is there.
+double CorpusHitRate(const Reader& r);
+
+// The explanation due when `rate` over `lookups` is low for this table: below half of its own
+// corpus's rate (or below 0.3 when that is unknown) over at least 8 lookups; "" otherwise.
+std::string LowHitRateNote(double rate, uint64_t lookups, double corpus_rate, const Layout& l);
+
 }  // namespace engram::table
