@@ -33,8 +33,9 @@ std::string Errno(int e) { return std::strerror(e); }
       const std::string dir = path.substr(0, slash);
       struct stat st;
       if (::stat(dir.c_str(), &st) != 0)
-        hint = "; the directory " + dir + " does not exist: create it (mkdir -p " + dir +
-               ") or choose another path";
+        hint = "; the directory " + dir + " does not exist" +
+               (what == "create" ? ": create it (mkdir -p " + dir + ") or choose another path"
+                                 : std::string());
     }
   }
   if (e == EISDIR) hint = "; give a file, not a directory";
