@@ -72,7 +72,15 @@ for k in prompts paraphrases controls; do greedy det.toml $k.txt after_$k.json; 
 ppl_after=$($E -q run --config det.toml --perplexity -f "$heldout" -t 2)
 $E -q verify t.engram --config det.toml > /dev/null
 
-$PY - "$n" "$single_ok" "$ppl_before" "$ppl_after" "${ours[*]}" "${ref[*]}" <<'PY'
+# The same batch with --preserve (the build corpus): collateral change against fit time.
+cp base.engram t.engram
+$E -q append --config journal.toml --entries fit.jsonl -t 1 --preserve "$root/build/assets/brown/train.txt" \
+  --json > batch_keep.json
+$E -q sort-buckets t.engram
+for k in prompts paraphrases controls; do greedy det.toml $k.txt keep_$k.json; done
+ppl_keep=$($E -q run --config det.toml --perplexity -f "$heldout" -t 2)
+
+$PY - "$n" "$single_ok" "$ppl_before" "$ppl_after" "${ours[*]}" "${ref[*]}" "$ppl_keep" <<'PY'
 import json, re, sys
 n, single_ok = int(sys.argv[1]), int(sys.argv[2])
 num = lambda s: float(re.search(r'perplexity[^0-9]*([0-9.]+)', s).group(1)) if 'perplexity' in s else float(s.split()[-1])
@@ -94,6 +102,16 @@ print(f"paraphrase (same final words): {para}/{n} = {100 * para / n:.1f}%  (targ
 print(f"control prompts changed:     {ctrl}/{n} = {100 * ctrl / n:.1f}%  (target <= 5%)")
 print(f"held-out Brown perplexity:   {ppl_b:.3f} -> {ppl_a:.3f} ({100 * (ppl_a / ppl_b - 1):+.3f}%)  (target <= +0.5%)")
 print(f"rows touched: {fit['rows_written']} ({fit['trainable_rows']} trainable, {fit['kept_rows']} kept by --keep-frequent), {fit['steps']} steps")
+first = lambda a, b: sum(x.split()[:1] != y.split()[:1] for x, y in zip(a, b))
+print(f"control prompts whose first word changed: {first(after_c, before_c)}/{n}")
+keep = json.load(open('batch_keep.json'))['fit']
+ppl_k = num(sys.argv[7])
+k_p, k_para, k_c = text('keep_prompts.json'), text('keep_paraphrases.json'), text('keep_controls.json')
+print(f"with --preserve (build corpus, {keep['preserve']['contexts']} contexts): efficacy "
+      f"{sum(a.startswith(f['target']) for a, f in zip(k_p, facts))}/{n}, paraphrase "
+      f"{sum(a.startswith(f['target']) for a, f in zip(k_para, facts))}/{n}, controls changed "
+      f"{sum(a != b for a, b in zip(k_c, before_c))}/{n} (first word {first(k_c, before_c)}), perplexity "
+      f"{ppl_b:.3f} -> {ppl_k:.3f} ({100 * (ppl_k / ppl_b - 1):+.3f}%), {keep['seconds'] / n:.3f} s per fact")
 print(f"seconds per fact, 1 thread (best of runs): engramctl {ours / n:.3f}, PyTorch reference {ref / n:.3f} "
       f"({ref_json.get('satisfied', '?')}/{n} satisfied there); speed-up {ref / ours:.2f}x  (targets <= 2 s, >= 2x)")
 PY

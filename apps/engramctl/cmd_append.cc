@@ -47,7 +47,10 @@ std::string FitJson(const engram::model::FitResult& r) {
        ",\"kept_rows\":" + std::to_string(r.kept_rows) +
        ",\"rows_written\":" + std::to_string(r.rows.size()) + ",\"dtype\":" + JsonString(r.dtype) +
        ",\"steps\":" + std::to_string(r.steps) + ",\"rounds\":" + std::to_string(r.rounds) +
-       ",\"seconds\":" + Num(r.fit_seconds, "%.3f");
+       ",\"seconds\":" + Num(r.fit_seconds, "%.3f") +
+       ",\"preserve\":{\"contexts\":" + std::to_string(r.preserve_contexts) +
+       ",\"rows\":" + std::to_string(r.preserve_rows) + ",\"kl\":" + Num(r.preserve_kl, "%.6g") +
+       "}";
   if (r.corpus_checked)
     j += ",\"check_corpus\":{\"tokens\":" + std::to_string(r.corpus_tokens) +
          ",\"ppl_before\":" + Num(r.ppl_before, "%.6g") +
@@ -110,6 +113,16 @@ void AddAppendCommand(CLI::App& app) {
   s->add_option("--keep-frequent", f->fo.keep_frequent,
                 "Fit: leave rows of n-grams seen at least this often in the build corpus "
                 "untouched (0 = edit them too)")
+      ->capture_default_str();
+  s->add_option("--preserve", f->fo.preserve,
+                "Fit: text (one document a line, e.g. the build corpus) whose contexts that read "
+                "the fitted rows keep their next-token distributions (KL to the unedited model)");
+  s->add_option("--preserve-weight", f->fo.keep, "Fit: weight of the --preserve KL term")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  s->add_option("--preserve-contexts", f->fo.preserve_contexts,
+                "Fit: --preserve contexts taken, each reading a fitted row no earlier one read")
+      ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   s->add_option("--check-corpus", f->fo.check_corpus,
                 "Fit: held-out text scored before and after (perplexity)");

@@ -126,6 +126,7 @@ class Fitter {
     FitResult res;
     res.dtype = std::string(base::DTypeName(l.dtype));
     ChooseRows(&res);
+    AddPreservation(&res);
     for (size_t e = 0; e < seqs_.size(); ++e) {
       auto& r = res.entries[e];
       Evaluate(e, {}, &r.logprob_before, &r.greedy_before);
@@ -143,6 +144,7 @@ class Fitter {
         prm.lr = o_.lr;
         prm.l2 = o_.l2;
         prm.margin = margin;
+        prm.keep = o_.keep;
         prm.progress = [&](int step, int, double) {
           rep_.Progress("fit", static_cast<uint64_t>(step), static_cast<uint64_t>(o_.steps),
                         "steps");
@@ -152,6 +154,7 @@ class Fitter {
         rep_.ProgressDone("fit");
         res.steps += out.steps;
         fitted_before_rounding = out.fitted;
+        res.preserve_kl = out.keep_kl;
       }
       res.rounds = round + 1;
       rounded = Round(rows);
@@ -391,6 +394,68 @@ class Fitter {
     res->trainable_rows = row_ids_.size();
     anchor_.resize(row_ids_.size() * D);
     table::GatherRowsF32(v, row_ids_, anchor_.data());
+  }
+
+  // Contexts of --preserve text that read trainable rows, appended to batch_ as preservation
+  // sequences: a window of the batch's length ending at such a position (its last position is
+  // the one kept), taken when it reads a trainable row no earlier context read, until
+  // preserve_contexts are taken or the text ends.
+  void AddPreservation(FitResult* res) {
+    if (o_.preserve.empty() || row_ids_.empty() || o_.preserve_contexts <= 0) return;
+    const table::Layout& l = s_.view->layout();
+    const size_t per = l.spec.per_layer(), heads = l.spec.n_heads, D = l.row_dim;
+    const size_t K = s_.table_layer.size();
+    const size_t T = static_cast<size_t>(batch_.T),
+                 want = static_cast<size_t>(o_.preserve_contexts);
+    RowSource src(*s_.view, s_.table_layer);
+    std::unordered_map<uint64_t, int64_t> index;
+    for (size_t i = 0; i < row_ids_.size(); ++i) index[row_ids_[i]] = static_cast<int64_t>(i);
+    std::unordered_set<uint64_t> covered;
+    std::vector<std::vector<uint32_t>> windows;  // token ids
+    base::ForEachLine(o_.preserve, 1 << 20, [&](size_t, std::string_view line, bool too_long) {
+      if (windows.size() >= want || too_long || line.empty()) return;
+      std::vector<uint32_t> ids = s_.tok->Encode(std::string(line));
+      std::vector<uint32_t> canon;
+      for (uint32_t id : ids) canon.push_back(id < s_.canon.size() ? s_.canon[id] : 0);
+      auto rows = src.Rows(canon);
+      for (size_t t = 1; t < ids.size() && windows.size() < want; ++t) {
+        bool fresh = false;
+        for (size_t k = 0; k < K; ++k)
+          for (size_t c = 0; c < per; ++c) {
+            const uint32_t n = static_cast<uint32_t>(c / heads) + hash::kMinOrder;
+            const uint64_t row = rows[k][t * per + c];
+            if (t + 1 >= n && index.count(row) && covered.insert(row).second) fresh = true;
+          }
+        if (fresh)
+          windows.emplace_back(ids.begin() + (t + 1 > T ? t + 1 - T : 0), ids.begin() + t + 1);
+      }
+    });
+    if (windows.empty()) return;
+    const size_t B0 = static_cast<size_t>(batch_.batch), B = B0 + windows.size();
+    batch_.batch = static_cast<int>(B);
+    batch_.preserve = static_cast<int>(windows.size());
+    batch_.tokens.resize(B * T, 0);
+    batch_.targets.resize(B * T, -1);
+    for (size_t k = 0; k < K; ++k) {
+      batch_.frozen[k].resize(B * T * per * D, 0.0f);
+      batch_.train_index[k].resize(B * T * per, -1);
+    }
+    for (size_t w = 0; w < windows.size(); ++w) {
+      const size_t b = B0 + w, n_tok = windows[w].size();
+      std::vector<uint32_t> canon;
+      for (uint32_t id : windows[w]) canon.push_back(id < s_.canon.size() ? s_.canon[id] : 0);
+      for (size_t t = 0; t < n_tok; ++t) batch_.tokens[b * T + t] = windows[w][t];
+      batch_.targets[b * T + n_tok - 1] = 0;  // the kept position
+      auto rows = src.Rows(canon);
+      for (size_t k = 0; k < K; ++k) {
+        src.Fill(rows[k], 0, n_tok, {}, &batch_.frozen[k][b * T * per * D]);
+        for (size_t i = 0; i < n_tok * per; ++i)
+          if (auto it = index.find(rows[k][i]); it != index.end())
+            batch_.train_index[k][b * T * per + i] = it->second;
+      }
+    }
+    res->preserve_contexts = windows.size();
+    res->preserve_rows = covered.size();
   }
 
   // One Transformer::Forward step of one sequence: positions [t0, t1) of ids (RoPE positions

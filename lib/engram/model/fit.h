@@ -35,6 +35,12 @@ struct FitOptions {
   // this keep their values (0 = edit them too); the same count marks a displaced owner frequent.
   uint32_t keep_frequent = 100;
   std::string check_corpus;  // held-out text: perplexity before and after
+  // Text (one document a line) whose contexts reading the trainable rows keep their next-token
+  // distribution (KL to the unedited model, weight `keep`); "" = none. Up to preserve_contexts
+  // contexts are taken, each covering a trainable row no earlier one covered.
+  std::string preserve;
+  double keep = 100;
+  int preserve_contexts = 2000;
 };
 
 struct FitRow {
@@ -68,6 +74,9 @@ struct FitResult {
   bool corpus_checked = false;
   double ppl_before = 0, ppl_after = 0;
   uint64_t corpus_tokens = 0;
+  size_t preserve_contexts = 0;  // corpus contexts the fit kept (--preserve)
+  size_t preserve_rows = 0;      // trainable rows they read
+  double preserve_kl = 0;        // their mean KL(unedited || fitted), before rounding
 };
 
 // An entries file read for append: the entries to fit and the lines that carry values. Throws

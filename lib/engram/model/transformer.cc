@@ -151,8 +151,9 @@ class TorchTransformer final : public Transformer {
     auto i64 = torch::TensorOptions().dtype(torch::kInt64);
     Tensor tok = torch::from_blob(const_cast<int64_t*>(fb.tokens.data()), {B, T}, i64).clone();
     Tensor tgt = torch::from_blob(const_cast<int64_t*>(fb.targets.data()), {B, T}, i64).clone();
-    // Target positions, flattened: the only places logits are needed (V x H per position).
-    Tensor where = (tgt >= 0).reshape({-1}).nonzero().squeeze(1);
+    // Target positions of the entries, flattened (preservation contexts mark theirs with 0).
+    const int64_t BF = B - fb.preserve;  // entries; the rest are preservation contexts
+    Tensor where = (tgt.narrow(0, 0, BF) >= 0).reshape({-1}).nonzero().squeeze(1);
     if (!live_head_.defined()) {
       torch::NoGradGuard ng;
       Tensor live = lm_head_.abs().amax(1).gt(0).nonzero().squeeze(1);
@@ -162,7 +163,8 @@ class TorchTransformer final : public Transformer {
       n_dead_ = lm_head_.size(0) - live.size(0);
     }
     {
-      Tensor want = live_of_.index_select(0, tgt.reshape({-1}).index_select(0, where));
+      Tensor want =
+          live_of_.index_select(0, tgt.narrow(0, 0, BF).reshape({-1}).index_select(0, where));
       ENGRAM_CHECK(want.numel() == 0 || want.min().item<int64_t>() >= 0, Code::kInvalidArgument,
                    "a fit target is a token the model can never emit (all-zero output row)");
     }
@@ -190,6 +192,47 @@ class TorchTransformer final : public Transformer {
             .masked_fill(torch::ones({T, T}, torch::kBool).tril().logical_not(), -INFINITY);
     Tensor cos = cos_.narrow(0, 0, T).to(dtype_), sin = sin_.narrow(0, 0, T).to(dtype_);
 
+    // Logits of the sequences `sel` at their flattened positions `at`, with Engram rows `rows`
+    // in place of the trainable ones: over the live vocabulary only, since a token whose output
+    // row is all zero has logit exactly 0; `full` adds the dead ones as one term log(n_dead)
+    // (exact in every softmax).
+    auto logits = [&](const Tensor& sel, const Tensor& at, const Tensor& rows) {
+      const int64_t b = sel.size(0);
+      Tensor h = embed_.index({tok.index_select(0, sel)});  // [b, T, H]
+      for (auto& L : layers_) {
+        if (L.engram >= 0) {
+          size_t k = static_cast<size_t>(L.engram);
+          Tensor ix = index[k].index_select(0, sel).reshape({-1});
+          Tensor e = torch::where(use[k].index_select(0, sel),
+                                  rows.index_select(0, ix).view({b, T * per, D}),
+                                  frozen[k].index_select(0, sel))
+                         .view({b, T, per * D})
+                         .to(dtype_);
+          h = h + EngramTrain(L, h, e);
+        }
+        h = AttentionTrain(L, h, cos, sin, neg);
+        Tensor x = RmsNorm(h, L.post_norm, cfg_.rms_norm_eps);
+        h = h + (L.moe ? Moe(L, x) : L.dense(x));
+      }
+      h = RmsNorm(h, final_norm_, cfg_.rms_norm_eps);
+      Tensor hs = h.reshape({b * T, -1}).index_select(0, at);
+      Tensor lg = at::linear(hs, live_head_).to(torch::kFloat32);  // [N, L]
+      Tensor full =
+          n_dead_
+              ? torch::cat({lg, torch::full({lg.size(0), 1}, std::log(static_cast<double>(n_dead_)),
+                                            lg.options())},
+                           1)
+              : lg;
+      return std::make_pair(lg, full);
+    };
+    // Preservation contexts: their positions' log-distributions under the unedited rows, once.
+    Tensor keep_seqs, keep_logp;
+    if (fb.preserve > 0) {
+      torch::NoGradGuard ng;
+      keep_seqs = torch::arange(BF, B, i64);
+      Tensor at = (tgt.index_select(0, keep_seqs) >= 0).reshape({-1}).nonzero().squeeze(1);
+      keep_logp = torch::log_softmax(logits(keep_seqs, at, P0).second, 1);
+    }
     // One forward over the sequences `sel`: each target's negative log-likelihood, which of
     // `sel` are fitted (every target leads by the margin), and each target's index in `sel`.
     struct Pass {
@@ -202,33 +245,7 @@ class TorchTransformer final : public Transformer {
       Tensor want = live_of_.index_select(0, tg.reshape({-1}).index_select(0, at));
       Pass p;
       p.seq_of = torch::div(at, T, "floor");
-      Tensor h = embed_.index({tok.index_select(0, sel)});  // [b, T, H]
-      for (auto& L : layers_) {
-        if (L.engram >= 0) {
-          size_t k = static_cast<size_t>(L.engram);
-          Tensor ix = index[k].index_select(0, sel).reshape({-1});
-          Tensor e =
-              torch::where(use[k].index_select(0, sel), P.index_select(0, ix).view({b, T * per, D}),
-                           frozen[k].index_select(0, sel))
-                  .view({b, T, per * D})
-                  .to(dtype_);
-          h = h + EngramTrain(L, h, e);
-        }
-        h = AttentionTrain(L, h, cos, sin, neg);
-        Tensor x = RmsNorm(h, L.post_norm, cfg_.rms_norm_eps);
-        h = h + (L.moe ? Moe(L, x) : L.dense(x));
-      }
-      h = RmsNorm(h, final_norm_, cfg_.rms_norm_eps);
-      Tensor hs = h.reshape({b * T, -1}).index_select(0, at);
-      // Logits over the live vocabulary only: a token whose output row is all zero has logit
-      // exactly 0, so the dead ones enter the softmax as one term log(n_dead) (exact).
-      Tensor lg = at::linear(hs, live_head_).to(torch::kFloat32);  // [N, L]
-      Tensor full =
-          n_dead_
-              ? torch::cat({lg, torch::full({lg.size(0), 1}, std::log(static_cast<double>(n_dead_)),
-                                            lg.options())},
-                           1)
-              : lg;
+      auto [lg, full] = logits(sel, at, P);
       p.nll = full.logsumexp(1) - lg.gather(1, want.unsqueeze(1)).squeeze(1);  // [N]
       torch::NoGradGuard ng;
       Tensor lgd = lg.detach();
@@ -245,8 +262,9 @@ class TorchTransformer final : public Transformer {
     // they are all fitted) every sequence is checked again, since shared rows move.
     constexpr int kCheckEvery = 8;
     RowFitOutcome out;
-    out.fitted.assign(static_cast<size_t>(B), 0);
-    const Tensor all = torch::arange(B, i64);
+    out.fitted.assign(static_cast<size_t>(BF), 0);
+    const Tensor all = torch::arange(BF, i64);
+    int64_t keep_next = 0;  // the next preservation context to take
     Tensor active;
     int n_ok = 0;
     for (int step = 0, since_check = 0;;) {
@@ -255,8 +273,8 @@ class TorchTransformer final : public Transformer {
         Pass p = forward(all);
         auto sa = p.seq_ok.accessor<bool, 1>();
         n_ok = 0;
-        for (int64_t b = 0; b < B; ++b) n_ok += out.fitted[b] = sa[b];
-        if (n_ok == B || step >= prm.steps) {
+        for (int64_t b = 0; b < BF; ++b) n_ok += out.fitted[b] = sa[b];
+        if (n_ok == BF || step >= prm.steps) {
           out.steps = step;
           break;
         }
@@ -277,6 +295,18 @@ class TorchTransformer final : public Transformer {
       Tensor pick = all_ok ? torch::ones_like(p.seq_ok) : p.seq_ok.logical_not();
       Tensor w = pick.to(torch::kFloat32) / cnt.clamp_min(1);
       Tensor loss = (p.nll * w.index_select(0, p.seq_of)).sum() + prm.l2 * (P - P0).pow(2).sum();
+      if (keep_seqs.defined() && prm.keep > 0) {
+        // KL(unedited || now) at the next keep_batch preservation contexts, in turn. Each
+        // context has one preserved position (its last), so rows of keep_logp are contexts.
+        const int64_t n = std::min<int64_t>(prm.keep_batch, fb.preserve);
+        Tensor pick_k = (torch::arange(n, i64) + keep_next) % fb.preserve;
+        keep_next = (keep_next + n) % fb.preserve;
+        Tensor sel = keep_seqs.index_select(0, pick_k);
+        Tensor at = (tgt.index_select(0, sel) >= 0).reshape({-1}).nonzero().squeeze(1);
+        Tensor lp = torch::log_softmax(logits(sel, at, P).second, 1);
+        Tensor lp0 = keep_logp.index_select(0, pick_k);
+        loss = loss + prm.keep * (lp0.exp() * (lp0 - lp)).sum(1).mean();
+      }
       opt.zero_grad();
       loss.backward();
       opt.step();
@@ -288,6 +318,20 @@ class TorchTransformer final : public Transformer {
         break;
       }
       if (step >= prm.steps) active = Tensor();  // final check
+    }
+    if (keep_seqs.defined()) {
+      // How far the preserved contexts moved, over all of them (reported; a test compares it).
+      torch::NoGradGuard ng;
+      double kl = 0;
+      for (int64_t c0 = 0; c0 < fb.preserve; c0 += 256) {
+        const int64_t n = std::min<int64_t>(256, fb.preserve - c0);
+        Tensor sel = keep_seqs.narrow(0, c0, n);
+        Tensor at = (tgt.index_select(0, sel) >= 0).reshape({-1}).nonzero().squeeze(1);
+        Tensor lp = torch::log_softmax(logits(sel, at, P).second, 1);
+        Tensor lp0 = keep_logp.narrow(0, c0, n);
+        kl += (lp0.exp() * (lp0 - lp)).sum().item<double>();
+      }
+      out.keep_kl = kl / static_cast<double>(fb.preserve);
     }
     {
       torch::NoGradGuard ng;

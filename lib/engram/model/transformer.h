@@ -47,6 +47,10 @@ struct RowFitBatch {
   std::vector<std::vector<float>> frozen;
   std::vector<std::vector<int64_t>> train_index;
   int64_t row_dim = 0;
+  // The last `preserve` sequences are not entries but contexts from a corpus that read some of
+  // the trainable rows: their targets mark (any value >= 0) the positions whose next-token
+  // distribution the fit keeps close to the unedited model's (KL, weight RowFitParams::keep).
+  int preserve = 0;
 };
 
 struct RowFitParams {
@@ -54,6 +58,8 @@ struct RowFitParams {
   double lr = 0.05;     // Adam
   double l2 = 1e-3;     // penalty weight on the squared change of the trainable rows
   double margin = 1.0;  // a sequence is fitted when every target's logit leads by this much
+  double keep = 0;      // weight of the preservation KL (per preserved position, mean)
+  int keep_batch = 32;  // preservation contexts per step, taken in turn
   // Called after each step: (step, sequences fitted, loss). Returning false stops the fit.
   std::function<bool(int, int, double)> progress;
 };
@@ -62,6 +68,7 @@ struct RowFitOutcome {
   int steps = 0;                // optimiser steps taken
   std::vector<uint8_t> fitted;  // per sequence, at the last forward
   double loss = 0;
+  double keep_kl = 0;  // mean KL(unedited || fitted) over the preservation contexts, at the end
 };
 
 // Whether this build's libtorch can reach a CUDA device.
