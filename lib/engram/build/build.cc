@@ -209,6 +209,16 @@ void ApplyOptionsJson(const base::Json& j, BuildOptions* o) {
                            : kDefaultChunkLog2);
 }
 
+// How build and merge write the table of options `o`.
+WriterOptions WriterOptionsFor(const BuildOptions& o, int threads) {
+  WriterOptions wo;
+  wo.chunk_log2 = o.chunk_log2;
+  wo.with_stats = o.with_stats;
+  wo.sketch_owners = o.owners == "sketch";
+  wo.threads = threads;
+  return wo;
+}
+
 // Values, provenance and commit: everything after owners, shared by build and merge.
 void FinishTable(TableWriter& writer, const Layout& layout, const BuildOptions& o,
                  const std::string& provenance, int threads, BuildResult* res,
@@ -273,11 +283,7 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   const std::string temp_dir = o.temp_dir.empty()
                                    ? base::DirName(o.output.empty() ? std::string("x") : o.output)
                                    : o.temp_dir;
-  WriterOptions wo;
-  wo.chunk_log2 = o.chunk_log2;
-  wo.with_stats = o.with_stats;
-  wo.sketch_owners = o.owners == "sketch";
-  wo.threads = threads;
+  const WriterOptions wo = WriterOptionsFor(o, threads);
   res.plan = PlanSizes(layout, wo);
 
   TokenStreamOptions so;
@@ -597,11 +603,7 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
   ApplyOptionsJson(h0.options, &o);
   o.command_line = mo.command_line;
   const Layout& layout = h0.layout;
-  WriterOptions wo;
-  wo.chunk_log2 = o.chunk_log2;
-  wo.with_stats = o.with_stats;
-  wo.sketch_owners = o.owners == "sketch";
-  wo.threads = threads;
+  const WriterOptions wo = WriterOptionsFor(o, threads);
   res.plan = PlanSizes(layout, wo);
   TokenStreamStats st;
   st.tokens = res.tokens;
