@@ -314,6 +314,7 @@ class Fitter {
     batch_.frozen.assign(K, std::vector<float>(B * T * per * D, 0.0f));
     batch_.train_index.assign(K, std::vector<int64_t>(B * T * per, -1));
     uint32_t scratch[hash::kMaxOrder];
+    std::vector<std::vector<std::vector<uint64_t>>> seq_rows(B);  // [b][k][t * per + c]
     for (size_t b = 0; b < B; ++b) {
       const Seq& q = seqs_[b];
       const FitEntry& en = o_.entries[b];  // Tokenize threw unless every entry became a Seq
@@ -328,7 +329,8 @@ class Fitter {
       const size_t n_tok = q.ids.size();
       for (size_t t = 0; t < n_tok; ++t) batch_.tokens[b * T + t] = q.ids[t];
       for (size_t t = q.first; t + 1 < n_tok; ++t) batch_.targets[b * T + t] = q.ids[t + 1];
-      auto rows = src.Rows(q.canon);
+      seq_rows[b] = src.Rows(q.canon);
+      const auto& rows = seq_rows[b];
       const size_t from = o_.positions == "all" ? 0 : q.first;
       std::map<std::string, uint32_t> generic;  // final n-grams that are corpus owners
       for (size_t k = 0; k < K; ++k) {
@@ -385,7 +387,7 @@ class Fitter {
     }
     // A row chosen by a later entry is read by earlier ones too: index every sequence again.
     for (size_t b = 0; b < B; ++b) {
-      auto rows = src.Rows(seqs_[b].canon);
+      const auto& rows = seq_rows[b];
       for (size_t k = 0; k < K; ++k)
         for (size_t i = 0; i < rows[k].size(); ++i)
           if (auto it = index.find(rows[k][i]); it != index.end())
