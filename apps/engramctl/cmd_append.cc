@@ -59,18 +59,126 @@ std::string FitJson(const engram::model::FitResult& r) {
   return j + "}";
 }
 
+struct AppendFlags {
+  engram::table::AppendOptions o;
+  std::string config_path;
+  bool no_wait = false, json = false;
+  bool fit = false;
+  engram::model::FitOptions fo;
+  double max_ppl_increase = -1;
+};
+
+// append --fit: fits rows for `entries` through the model plugin, reports, refuses a batch that
+// costs more perplexity than allowed, and appends the changed rows.
+void AppendFitted(AppendFlags& f, std::vector<engram::model::FitEntry> entries, bool has_config,
+                  StderrReporter& rep) {
+  std::vector<engram::table::PreparedEntry> fitted;
+  ENGRAM_CHECK(has_config, engram::Code::kInvalidArgument,
+               "entries to fit (" << f.o.entries
+                                  << ") need the model: give --config cfg.toml "
+                                     "with a [model] path");
+  ENGRAM_CHECK(f.max_ppl_increase < 0 || !f.fo.check_corpus.empty(), engram::Code::kInvalidArgument,
+               "--max-ppl-increase needs --check-corpus FILE (held-out text)");
+  f.fo.run.config_path = f.config_path;
+  f.fo.run.table_path = f.o.table;
+  f.fo.entries_path = f.o.entries;
+  f.fo.entries = std::move(entries);
+  engram::model::FitFn fn = engram::model::LoadFitPlugin();
+  engram::model::FitResult fr;
+  std::string error;
+  int code = 0;
+  if (fn(&f.fo, &rep, &fr, &error, &code) != 0)
+    throw engram::Error(static_cast<engram::Code>(code), error);
+  size_t ok = 0;
+  for (const auto& e : fr.entries) ok += e.fitted;
+  if (!f.json) {
+    std::string out;
+    for (const auto& e : fr.entries) {
+      out += "line " + std::to_string(e.line) + ": " + (e.text ? "text " : "") +
+             JsonString(e.prompt) + " -> " + JsonString(e.target) + ": log p " +
+             Num(e.logprob_before, "%.2f") + " -> " + Num(e.logprob_after, "%.2f") + "; greedy " +
+             JsonString(e.greedy_before) + " -> " + JsonString(e.greedy_after) +
+             (e.fitted ? " (fitted)" : " (NOT fitted)") + "; " + std::to_string(e.rows) + " rows";
+      if (e.rows_frequent_owner)
+        out += ", " + std::to_string(e.rows_frequent_owner) + " taken from frequent corpus n-grams";
+      if (e.rows_kept_frequent)
+        out += ", " + std::to_string(e.rows_kept_frequent) + " kept (--keep-frequent)";
+      out += "\n";
+      for (const auto& w : e.warnings) out += "  warning: " + w + "\n";
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "fit: %zu of %zu entries reproduced after rounding to %s; %zu rows "
+                  "trainable, %zu kept, %zu written; %d steps in %d round(s), %.1f s "
+                  "(%.2f s per entry)",
+                  ok, fr.entries.size(), fr.dtype.c_str(), fr.trainable_rows, fr.kept_rows,
+                  fr.rows.size(), fr.steps, fr.rounds, fr.fit_seconds,
+                  fr.fit_seconds / static_cast<double>(fr.entries.size()));
+    rep.Log(engram::base::LogLevel::kInfo, line);
+    if (fr.corpus_checked) {
+      std::snprintf(line, sizeof line,
+                    "held-out perplexity: %.3f -> %.3f (%+.3f%%) over %llu tokens of %s",
+                    fr.ppl_before, fr.ppl_after, 100.0 * (fr.ppl_after / fr.ppl_before - 1),
+                    static_cast<unsigned long long>(fr.corpus_tokens), f.fo.check_corpus.c_str());
+      rep.Log(engram::base::LogLevel::kInfo, line);
+    }
+  }
+  if (ok < fr.entries.size())
+    rep.Log(engram::base::LogLevel::kWarning,
+            std::to_string(fr.entries.size() - ok) +
+                " entries are not reproduced by greedy decoding after the fit; raise "
+                "--steps or --margin, use --positions all, or reword them (see above)");
+  const double rise = 100.0 * (fr.ppl_after / fr.ppl_before - 1.0);
+  if (fr.corpus_checked && f.max_ppl_increase >= 0 && rise > f.max_ppl_increase) {
+    if (f.json) PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":null}");
+    ENGRAM_THROW(engram::Code::kInvalidArgument,
+                 "the fit raises held-out perplexity by "
+                     << Num(rise, "%.3f") << "%, more than --max-ppl-increase "
+                     << f.max_ppl_increase
+                     << "; nothing was written (fit fewer entries at once, lower --margin, "
+                        "or raise --keep-frequent's reach with a lower value)");
+  }
+  for (const auto& row : fr.rows) {
+    engram::table::PreparedEntry pe;
+    pe.line = row.line;
+    pe.canon = row.canon;
+    pe.value = row.value;
+    pe.layer_id = row.layer_id;
+    pe.head = row.head;
+    fitted.push_back(std::move(pe));
+  }
+  if (fitted.empty()) {
+    if (f.json)
+      PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":null}");
+    else
+      rep.Log(engram::base::LogLevel::kInfo, "nothing to append: no row's stored value changes");
+    return;
+  }
+  f.o.prepared = &fitted;
+  engram::table::AppendResult r = engram::table::Append(f.o, rep);
+  if (f.json) {
+    PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":" + r.ToJson() + "}");
+    return;
+  }
+  size_t frequent = 0;
+  for (const auto& d : r.displaced) frequent += d.previous_count >= f.fo.keep_frequent;
+  rep.Log(engram::base::LogLevel::kInfo,
+          std::string(f.o.dry_run ? "would append " : "appended ") + std::to_string(r.records) +
+              " fitted rows (" + engram::base::FormatBytes(r.bytes) + ") to " + f.o.table + "; " +
+              std::to_string(r.displaced.size()) + " displaced another owner (" +
+              std::to_string(frequent) + " seen >= " + std::to_string(f.fo.keep_frequent) +
+              " times in the build corpus); " +
+              (f.o.dry_run ? std::string("nothing was written (--dry-run)")
+                           : std::to_string(r.journal_entries_before + r.records) +
+                                 " entries now await 'engramctl sort-buckets'"));
+  return;
+}
+
 }  // namespace
 
 void AddAppendCommand(CLI::App& app) {
-  struct Flags {
-    engram::table::AppendOptions o;
-    std::string config_path;
-    bool no_wait = false, json = false;
-    bool fit = false;
-    engram::model::FitOptions fo;
-    double max_ppl_increase = -1;
-  };
-  auto f = std::make_shared<Flags>();
+  auto f = std::make_shared<AppendFlags>();
   CLI::App* s = app.add_subcommand(
       "append",
       "Inject entries (n-gram -> row value) into a table's journal: O(entries), crash-safe");
@@ -145,116 +253,11 @@ void AddAppendCommand(CLI::App& app) {
     ENGRAM_CHECK(!(st && f->fit), engram::Code::kInvalidArgument,
                  "--fit reads JSON Lines entries {\"prompt\", \"target\"} or {\"text\"}; "
                      << f->o.entries << " is a safetensors file of rows");
-    std::vector<engram::table::PreparedEntry> fitted;
     if (!st) {
       engram::base::RequireNotPipe(f->o.entries);
       auto ef = engram::model::ReadEntriesToFit(f->o.entries, f->fit);
       if (!ef.fit.empty()) {
-        ENGRAM_CHECK(cfg.has_value(), engram::Code::kInvalidArgument,
-                     "entries to fit (" << f->o.entries
-                                        << ") need the model: give --config cfg.toml "
-                                           "with a [model] path");
-        ENGRAM_CHECK(f->max_ppl_increase < 0 || !f->fo.check_corpus.empty(),
-                     engram::Code::kInvalidArgument,
-                     "--max-ppl-increase needs --check-corpus FILE (held-out text)");
-        f->fo.run.config_path = f->config_path;
-        f->fo.run.table_path = f->o.table;
-        f->fo.entries_path = f->o.entries;
-        f->fo.entries = std::move(ef.fit);
-        engram::model::FitFn fn = engram::model::LoadFitPlugin();
-        engram::model::FitResult fr;
-        std::string error;
-        int code = 0;
-        if (fn(&f->fo, &rep, &fr, &error, &code) != 0)
-          throw engram::Error(static_cast<engram::Code>(code), error);
-        size_t ok = 0;
-        for (const auto& e : fr.entries) ok += e.fitted;
-        if (!f->json) {
-          std::string out;
-          for (const auto& e : fr.entries) {
-            out += "line " + std::to_string(e.line) + ": " + (e.text ? "text " : "") +
-                   JsonString(e.prompt) + " -> " + JsonString(e.target) + ": log p " +
-                   Num(e.logprob_before, "%.2f") + " -> " + Num(e.logprob_after, "%.2f") +
-                   "; greedy " + JsonString(e.greedy_before) + " -> " + JsonString(e.greedy_after) +
-                   (e.fitted ? " (fitted)" : " (NOT fitted)") + "; " + std::to_string(e.rows) +
-                   " rows";
-            if (e.rows_frequent_owner)
-              out += ", " + std::to_string(e.rows_frequent_owner) +
-                     " taken from frequent corpus n-grams";
-            if (e.rows_kept_frequent)
-              out += ", " + std::to_string(e.rows_kept_frequent) + " kept (--keep-frequent)";
-            out += "\n";
-            for (const auto& w : e.warnings) out += "  warning: " + w + "\n";
-          }
-          std::fwrite(out.data(), 1, out.size(), stdout);
-          char line[256];
-          std::snprintf(line, sizeof line,
-                        "fit: %zu of %zu entries reproduced after rounding to %s; %zu rows "
-                        "trainable, %zu kept, %zu written; %d steps in %d round(s), %.1f s "
-                        "(%.2f s per entry)",
-                        ok, fr.entries.size(), fr.dtype.c_str(), fr.trainable_rows, fr.kept_rows,
-                        fr.rows.size(), fr.steps, fr.rounds, fr.fit_seconds,
-                        fr.fit_seconds / static_cast<double>(fr.entries.size()));
-          rep.Log(engram::base::LogLevel::kInfo, line);
-          if (fr.corpus_checked) {
-            std::snprintf(line, sizeof line,
-                          "held-out perplexity: %.3f -> %.3f (%+.3f%%) over %llu tokens of %s",
-                          fr.ppl_before, fr.ppl_after, 100.0 * (fr.ppl_after / fr.ppl_before - 1),
-                          static_cast<unsigned long long>(fr.corpus_tokens),
-                          f->fo.check_corpus.c_str());
-            rep.Log(engram::base::LogLevel::kInfo, line);
-          }
-        }
-        if (ok < fr.entries.size())
-          rep.Log(engram::base::LogLevel::kWarning,
-                  std::to_string(fr.entries.size() - ok) +
-                      " entries are not reproduced by greedy decoding after the fit; raise "
-                      "--steps or --margin, use --positions all, or reword them (see above)");
-        const double rise = 100.0 * (fr.ppl_after / fr.ppl_before - 1.0);
-        if (fr.corpus_checked && f->max_ppl_increase >= 0 && rise > f->max_ppl_increase) {
-          if (f->json) PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":null}");
-          ENGRAM_THROW(engram::Code::kInvalidArgument,
-                       "the fit raises held-out perplexity by "
-                           << Num(rise, "%.3f") << "%, more than --max-ppl-increase "
-                           << f->max_ppl_increase
-                           << "; nothing was written (fit fewer entries at once, lower --margin, "
-                              "or raise --keep-frequent's reach with a lower value)");
-        }
-        for (const auto& row : fr.rows) {
-          engram::table::PreparedEntry pe;
-          pe.line = row.line;
-          pe.canon = row.canon;
-          pe.value = row.value;
-          pe.layer_id = row.layer_id;
-          pe.head = row.head;
-          fitted.push_back(std::move(pe));
-        }
-        if (fitted.empty()) {
-          if (f->json)
-            PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":null}");
-          else
-            rep.Log(engram::base::LogLevel::kInfo,
-                    "nothing to append: no row's stored value changes");
-          return;
-        }
-        f->o.prepared = &fitted;
-        engram::table::AppendResult r = engram::table::Append(f->o, rep);
-        if (f->json) {
-          PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":" + r.ToJson() + "}");
-          return;
-        }
-        size_t frequent = 0;
-        for (const auto& d : r.displaced) frequent += d.previous_count >= f->fo.keep_frequent;
-        rep.Log(engram::base::LogLevel::kInfo,
-                std::string(f->o.dry_run ? "would append " : "appended ") +
-                    std::to_string(r.records) + " fitted rows (" +
-                    engram::base::FormatBytes(r.bytes) + ") to " + f->o.table + "; " +
-                    std::to_string(r.displaced.size()) + " displaced another owner (" +
-                    std::to_string(frequent) + " seen >= " + std::to_string(f->fo.keep_frequent) +
-                    " times in the build corpus); " +
-                    (f->o.dry_run ? std::string("nothing was written (--dry-run)")
-                                  : std::to_string(r.journal_entries_before + r.records) +
-                                        " entries now await 'engramctl sort-buckets'"));
+        AppendFitted(*f, std::move(ef.fit), cfg.has_value(), rep);
         return;
       }
     }
