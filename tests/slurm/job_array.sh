@@ -29,15 +29,7 @@ for i in 0 1 2 3; do
 done
 grep -o 'table.engram: OK, safe to deploy' logs/merge.log || { echo "--- logs/merge.log"; cat logs/merge.log; }
 engramctl -q build "${flags[@]}" -o one.engram
-/usr/bin/python3 - <<'PY'
-import json, subprocess
-def sections(p):
-    d = json.loads(subprocess.check_output(["engramctl", "inspect", p, "--json"]))
-    b = open(p, "rb").read()
-    return {s["name"]: b[s["offset"]:s["offset"] + s["size"]] for s in d["sections"] if s["name"] not in ("PROVENANCE", "CHUNK_SUMS")}
-a, m = sections("one.engram"), sections("table.engram")
-print("sections equal:", sorted(k for k in a if a[k] == m[k]), "differ:", sorted(k for k in a if a[k] != m[k]))
-PY
+E=$E /usr/bin/python3 "$SRC/tests/cli/same_sections.py" one.engram table.engram
 } > "$out" 2>&1
 if ! diff "$SRC/tests/slurm/job_array.expected" "$out"; then
   echo "--- differs from tests/slurm/job_array.expected (< expected, > got)"

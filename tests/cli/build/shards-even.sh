@@ -23,17 +23,7 @@ for n in 2 3 7 64; do
   done
   $E -q merge "${parts[@]}" -o merged.$n.engram
 done
-$PY - <<'PY'
-import json, subprocess, os
-def sections(p):
-    d = json.loads(subprocess.check_output([os.environ["E"], "inspect", p, "--json"]))
-    b = open(p, "rb").read()
-    return {s["name"]: b[s["offset"]:s["offset"] + s["size"]] for s in d["sections"] if s["name"] not in ("PROVENANCE", "CHUNK_SUMS")}
-a = sections("one.engram")
-for n in (1, 2, 3, 7, 64):
-    m = sections("merged.%d.engram" % n)
-    print("N=%d sections equal:" % n, sorted(k for k in a if a[k] == m[k]), "differ:", sorted(k for k in a if a[k] != m[k]))
-PY
+for n in 1 2 3 7 64; do printf 'N=%d ' $n; $PY $SRC/tests/cli/same_sections.py one.engram merged.$n.engram; done
 # Text: lines split at byte slices rounded to the next line start; 3 shards equal one build.
 T=$ASSETS/deepseek_v3/tokenizer.json
 head -n 300 $ASSETS/brown/brown.txt > t1.txt
@@ -42,15 +32,7 @@ tflags=(--corpus t1.txt t2.txt --tokenizer $T --layers 1 --order 3 --heads 2 --b
 $E -q build "${tflags[@]}" -o tone.engram
 for i in 0 1 2; do $E build "${tflags[@]}" --shard $i/3 -o tpart.$i 2>&1 | grep -o 'from input bytes \[[0-9]*, [0-9]*) of [0-9]*' | sed 's/[0-9][0-9]*/#/g'; done
 $E -q merge tpart.0 tpart.1 tpart.2 -o tmerged.engram
-$PY - <<'PY'
-import json, subprocess, os
-def sections(p):
-    d = json.loads(subprocess.check_output([os.environ["E"], "inspect", p, "--json"]))
-    b = open(p, "rb").read()
-    return {s["name"]: b[s["offset"]:s["offset"] + s["size"]] for s in d["sections"] if s["name"] not in ("PROVENANCE", "CHUNK_SUMS")}
-a, m = sections("tone.engram"), sections("tmerged.engram")
-print("text sections equal:", sorted(k for k in a if a[k] == m[k]), "differ:", sorted(k for k in a if a[k] != m[k]))
-PY
+printf 'text '; $PY $SRC/tests/cli/same_sections.py tone.engram tmerged.engram
 $E -q build --tokens @empty.txt "${small[@]}" -o x 2>&1 | sed 's/^[^:]*: //'
 : > empty.txt
 $E -q build --tokens @empty.txt "${small[@]}" -o x 2>&1 | sed 's/^[^:]*: //'

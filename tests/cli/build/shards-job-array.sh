@@ -6,13 +6,5 @@ for i in 0 1 2 3; do $E -q build "${flags[@]}" --shard $i/4 -o part.$i & done
 wait
 $E -q merge part.3 part.1 part.0 part.2 -o merged.engram
 $E -q build "${flags[@]}" -o one.engram
-$PY - <<'PY'
-import json, subprocess, os
-def sections(p):
-    d = json.loads(subprocess.check_output([os.environ["E"], "inspect", p, "--json"]))
-    b = open(p, "rb").read()
-    return {s["name"]: b[s["offset"]:s["offset"] + s["size"]] for s in d["sections"] if s["name"] not in ("PROVENANCE", "CHUNK_SUMS")}
-a, m = sections("one.engram"), sections("merged.engram")
-print("sections equal:", sorted(k for k in a if a[k] == m[k]), "differ:", sorted(k for k in a if a[k] != m[k]))
-PY
+$PY $SRC/tests/cli/same_sections.py one.engram merged.engram
 $E -q merge part.0 part.1 part.2 -o x.engram 2>&1 | sed 's/^.*: shard/shard/'
