@@ -27,16 +27,11 @@ std::string Errno(int e) { return std::strerror(e); }
   if (e == EACCES || e == EPERM || e == EROFS) hint = "; check the permissions of the path";
   if (e == ENOENT) {
     hint = "; check the path";
-    // A file created in a directory that does not exist: name the directory.
-    const size_t slash = path.find_last_of('/');
-    if (slash != std::string::npos && slash > 0) {
-      const std::string dir = path.substr(0, slash);
-      struct stat st;
-      if (::stat(dir.c_str(), &st) != 0)
-        hint = "; the directory " + dir + " does not exist" +
-               (what == "create" ? ": create it (mkdir -p " + dir + ") or choose another path"
-                                 : std::string());
-    }
+    // A file in a directory that does not exist: name the directory.
+    if (const std::string dir = DirName(path); !PathExists(dir))
+      hint = "; the directory " + dir + " does not exist" +
+             (what == "create" ? ": create it (mkdir -p " + dir + ") or choose another path"
+                               : std::string());
   }
   if (e == EISDIR) hint = "; give a file, not a directory";
   ENGRAM_THROW(Code::kIo, path << ": " << what << " failed: " << Errno(e) << hint);
@@ -72,8 +67,7 @@ void RequireNotPipe(const std::string& path) {
 }
 
 void RequireParentDir(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash ? slash : 1);
+  const std::string dir = DirName(path);
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) ThrowIo("create", path, errno);
   if (!S_ISDIR(st.st_mode)) ThrowIo("create", path, ENOTDIR);
