@@ -348,7 +348,7 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   };
   std::vector<Owned> batch;
   uint64_t done_tokens = 0;
-  const uint64_t est_tokens = std::max<uint64_t>(approx_tokens / (exact ? o.shard_count : 1), 1);
+  const uint64_t est_tokens = std::max<uint64_t>(approx_tokens, 1);  // already this shard's
   base::Stopwatch count_sw;
   auto run_batch = [&] {
     const int64_t nb = static_cast<int64_t>(batch.size());
