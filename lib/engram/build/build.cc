@@ -234,19 +234,13 @@ void FinishTable(TableWriter& writer, const Layout& layout, const BuildOptions& 
   // What the table scores on its own corpus (owner counts / occurrences over every sub-table):
   // run and serve explain a request's hit rate against it.
   std::string prov = provenance;
-  if (const uint8_t* st = writer.stats(); st && !prov.empty() && prov.back() == '}') {
-    uint64_t owner = 0, total = 0;
-    for (uint64_t r = 0; r < layout.total_rows; ++r) {
-      owner += base::LoadLE<uint32_t>(st + r * kStatsRowSize);
-      total += base::LoadLE<uint32_t>(st + r * kStatsRowSize + 4);
-    }
-    if (total) {
-      char rate[64];
-      std::snprintf(rate, sizeof rate, ",\"corpus_hit_rate\":%.6f}",
-                    static_cast<double>(owner) / static_cast<double>(total));
-      prov.pop_back();
-      prov += rate;
-    }
+  const double share =
+      writer.stats() ? OwnerShare({writer.stats(), layout.total_rows * kStatsRowSize}) : -1;
+  if (share >= 0 && !prov.empty() && prov.back() == '}') {
+    char rate[64];
+    std::snprintf(rate, sizeof rate, ",\"corpus_hit_rate\":%.6f}", share);
+    prov.pop_back();
+    prov += rate;
   }
   writer.SetProvenance(prov);
   writer.Commit(reporter);

@@ -108,6 +108,10 @@ struct SectionEntry {
 
 inline constexpr size_t kStatsRowSize = 16;  // §3.3
 
+// Owner counts over occurrences across a STATS section: the share of the build corpus's n-gram
+// lookups that hit (PROVENANCE "corpus_hit_rate", §3.5); -1 when the section counts nothing.
+double OwnerShare(std::span<const uint8_t> stats) noexcept;
+
 // Decoded fixed header fields (§2.1).
 struct Header {
   uint16_t version_major = kVersionMajor;

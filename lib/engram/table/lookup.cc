@@ -149,14 +149,7 @@ double CorpusHitRate(const Reader& r) {
   } catch (const Error&) {
     // A provenance that is not JSON: fall back to the statistics.
   }
-  if (!r.has_stats()) return -1;
-  uint64_t owner = 0, total = 0;
-  for (uint64_t row = 0; row < r.layout().total_rows; ++row) {
-    StatsRow st = r.Stats(row);
-    owner += st.owner_count;
-    total += st.total_count;
-  }
-  return total ? static_cast<double>(owner) / static_cast<double>(total) : -1;
+  return r.has_stats() ? OwnerShare(r.Section(SectionType::kStats)) : -1;
 }
 
 std::string LowHitRateNote(double rate, uint64_t lookups, double corpus_rate, const Layout& l) {
