@@ -34,26 +34,19 @@ base::Json LayoutJson(const Layout& l) {
 
 std::string EncodePartHeader(const PartHeader& h) {
   using base::Json;
-  Json j = Json::MakeObject({{"mode", Json::MakeString(h.mode)},
-                             {"shard_index", Json::MakeNumber(h.shard_index)},
-                             {"shard_count", Json::MakeNumber(h.shard_count)},
-                             {"tokens", Json::MakeNumber(static_cast<int64_t>(h.tokens))},
-                             {"documents", Json::MakeNumber(static_cast<int64_t>(h.documents))},
-                             {"options", h.options},
-                             {"layout", LayoutJson(h.layout)}});
-  if (h.shards.size() > 1) {
+  std::vector<Json::Member> m = {{"mode", Json::MakeString(h.mode)},
+                                 {"shard_index", Json::MakeNumber(h.shard_index)},
+                                 {"shard_count", Json::MakeNumber(h.shard_count)}};
+  if (h.shards.size() > 1) {  // a part merge --partial wrote
     std::vector<Json> shards;
     for (uint32_t k : h.shards) shards.push_back(Json::MakeNumber(k));
-    j = Json::MakeObject({{"mode", Json::MakeString(h.mode)},
-                          {"shard_index", Json::MakeNumber(h.shard_index)},
-                          {"shard_count", Json::MakeNumber(h.shard_count)},
-                          {"shards", Json::MakeArray(shards)},
-                          {"tokens", Json::MakeNumber(static_cast<int64_t>(h.tokens))},
-                          {"documents", Json::MakeNumber(static_cast<int64_t>(h.documents))},
-                          {"options", h.options},
-                          {"layout", LayoutJson(h.layout)}});
+    m.emplace_back("shards", Json::MakeArray(std::move(shards)));
   }
-  std::string text = j.Dump();
+  m.emplace_back("tokens", Json::MakeNumber(static_cast<int64_t>(h.tokens)));
+  m.emplace_back("documents", Json::MakeNumber(static_cast<int64_t>(h.documents)));
+  m.emplace_back("options", h.options);
+  m.emplace_back("layout", LayoutJson(h.layout));
+  std::string text = Json::MakeObject(std::move(m)).Dump();
   std::string out(kPartMagic, 8);
   uint32_t len = static_cast<uint32_t>(text.size());
   out.append(reinterpret_cast<const char*>(&len), 4);
