@@ -717,9 +717,9 @@ class SessionImpl final : public Session {
     if (s_.engram) {
       info_.table_path = s_.view->reader().path();
       info_.ngram_order = s_.view->layout().spec.max_order;
-      info_.corpus_hit_rate = table::CorpusHitRate(s_.view->reader());
-      info_.low_hit_rate_note = [layout = s_.view->layout()](double rate, uint64_t lookups,
-                                                             double corpus_rate) {
+      info_.low_hit_rate_note = [layout = s_.view->layout(),
+                                 corpus_rate = table::CorpusHitRate(s_.view->reader())](
+                                    double rate, uint64_t lookups) {
         return table::LowHitRateNote(rate, lookups, corpus_rate, layout);
       };
       stamp_ = Stamp(info_.table_path);

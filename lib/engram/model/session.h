@@ -27,9 +27,9 @@ struct SessionInfo {
   int max_seq = 0;    // prompt + generated tokens per request
   int eos_token_id = -1;
   double load_seconds = 0;
-  double corpus_hit_rate = -1;  // what the table scores on its own build corpus (-1: unknown)
-  // The explanation for a low engram_hit_rate over `lookups`, "" when the rate is not low.
-  std::function<std::string(double rate, uint64_t lookups, double corpus_rate)> low_hit_rate_note;
+  // The explanation for a low engram_hit_rate over `lookups` (against what the table scores on
+  // its own build corpus), "" when the rate is not low; empty when Engram is off.
+  std::function<std::string(double rate, uint64_t lookups)> low_hit_rate_note;
 };
 
 // The table state that served a batch (a new state each time an append commits or a fold

@@ -385,7 +385,7 @@ struct Server::Impl {
     rep.Log(LogLevel::kInfo, head + line);
     // A rate far below what the table scores on its own corpus is explained, once.
     if (const auto& note_for = session->info().low_hit_rate_note; note_for && !low_rate_explained) {
-      std::string note = note_for(Rate(h, l), l, session->info().corpus_hit_rate);
+      std::string note = note_for(Rate(h, l), l);
       if (!note.empty()) {
         low_rate_explained = true;
         rep.Log(LogLevel::kWarning, head + note + " (said once)");
