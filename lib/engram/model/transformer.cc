@@ -225,14 +225,29 @@ class TorchTransformer final : public Transformer {
               : lg;
       return std::make_pair(lg, full);
     };
-    // Preservation contexts: their positions' log-distributions under the unedited rows, once.
-    Tensor keep_seqs, keep_logp;
+    // Preservation contexts (each marks one position, its last): the log-distributions there
+    // with `rows`, for contexts `ctx` (0-based among them); under the unedited rows once, in
+    // chunks of kKeepChunk; and KL(unedited || now) per context.
+    constexpr int64_t kKeepChunk = 256;
+    const Tensor keep_seqs = torch::arange(BF, B, i64);
+    auto keep_log_probs = [&](const Tensor& ctx, const Tensor& rows) {
+      Tensor sel = keep_seqs.index_select(0, ctx);
+      Tensor at = (tgt.index_select(0, sel) >= 0).reshape({-1}).nonzero().squeeze(1);
+      return torch::log_softmax(logits(sel, at, rows).second, 1);
+    };
+    Tensor keep_logp;
     if (fb.preserve > 0) {
       torch::NoGradGuard ng;
-      keep_seqs = torch::arange(BF, B, i64);
-      Tensor at = (tgt.index_select(0, keep_seqs) >= 0).reshape({-1}).nonzero().squeeze(1);
-      keep_logp = torch::log_softmax(logits(keep_seqs, at, P0).second, 1);
+      std::vector<Tensor> chunks;
+      for (int64_t c0 = 0; c0 < fb.preserve; c0 += kKeepChunk)
+        chunks.push_back(keep_log_probs(
+            torch::arange(c0, std::min<int64_t>(fb.preserve, c0 + kKeepChunk), i64), P0));
+      keep_logp = torch::cat(chunks);
     }
+    auto keep_kl = [&](const Tensor& ctx) {
+      Tensor lp0 = keep_logp.index_select(0, ctx);
+      return (lp0.exp() * (lp0 - keep_log_probs(ctx, P))).sum(1);
+    };
     // One forward over the sequences `sel`: each target's negative log-likelihood, which of
     // `sel` are fitted (every target leads by the margin), and each target's index in `sel`.
     struct Pass {
@@ -295,17 +310,12 @@ class TorchTransformer final : public Transformer {
       Tensor pick = all_ok ? torch::ones_like(p.seq_ok) : p.seq_ok.logical_not();
       Tensor w = pick.to(torch::kFloat32) / cnt.clamp_min(1);
       Tensor loss = (p.nll * w.index_select(0, p.seq_of)).sum() + prm.l2 * (P - P0).pow(2).sum();
-      if (keep_seqs.defined() && prm.keep > 0) {
-        // KL(unedited || now) at the next keep_batch preservation contexts, in turn. Each
-        // context has one preserved position (its last), so rows of keep_logp are contexts.
+      if (fb.preserve > 0 && prm.keep > 0) {
+        // KL at the next keep_batch preservation contexts, in turn.
         const int64_t n = std::min<int64_t>(prm.keep_batch, fb.preserve);
         Tensor pick_k = (torch::arange(n, i64) + keep_next) % fb.preserve;
         keep_next = (keep_next + n) % fb.preserve;
-        Tensor sel = keep_seqs.index_select(0, pick_k);
-        Tensor at = (tgt.index_select(0, sel) >= 0).reshape({-1}).nonzero().squeeze(1);
-        Tensor lp = torch::log_softmax(logits(sel, at, P).second, 1);
-        Tensor lp0 = keep_logp.index_select(0, pick_k);
-        loss = loss + prm.keep * (lp0.exp() * (lp0 - lp)).sum(1).mean();
+        loss = loss + prm.keep * keep_kl(pick_k).mean();
       }
       opt.zero_grad();
       loss.backward();
@@ -319,18 +329,14 @@ class TorchTransformer final : public Transformer {
       }
       if (step >= prm.steps) active = Tensor();  // final check
     }
-    if (keep_seqs.defined()) {
+    if (fb.preserve > 0) {
       // How far the preserved contexts moved, over all of them (reported; a test compares it).
       torch::NoGradGuard ng;
       double kl = 0;
-      for (int64_t c0 = 0; c0 < fb.preserve; c0 += 256) {
-        const int64_t n = std::min<int64_t>(256, fb.preserve - c0);
-        Tensor sel = keep_seqs.narrow(0, c0, n);
-        Tensor at = (tgt.index_select(0, sel) >= 0).reshape({-1}).nonzero().squeeze(1);
-        Tensor lp = torch::log_softmax(logits(sel, at, P).second, 1);
-        Tensor lp0 = keep_logp.narrow(0, c0, n);
-        kl += (lp0.exp() * (lp0 - lp)).sum().item<double>();
-      }
+      for (int64_t c0 = 0; c0 < fb.preserve; c0 += kKeepChunk)
+        kl += keep_kl(torch::arange(c0, std::min<int64_t>(fb.preserve, c0 + kKeepChunk), i64))
+                  .sum()
+                  .item<double>();
       out.keep_kl = kl / static_cast<double>(fb.preserve);
     }
     {
