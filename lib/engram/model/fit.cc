@@ -281,7 +281,7 @@ class Fitter {
           break;
         }
       if (!ok) continue;
-      for (uint32_t id : q.ids) q.canon.push_back(id < s_.canon.size() ? s_.canon[id] : 0);
+      q.canon = s_.Canonical(q.ids);
       seqs_.push_back(std::move(q));
     }
     problems.ThrowIfAny([&](size_t n) {
@@ -298,7 +298,6 @@ class Fitter {
     const size_t per = l.spec.per_layer(), heads = l.spec.n_heads, D = l.row_dim;
     const size_t K = s_.table_layer.size();
     RowSource src(v, s_.table_layer);
-    std::unordered_map<uint64_t, int64_t> index;  // row -> trainable index
     const bool stats = v.reader().has_stats();
     auto corpus_count = [&](uint64_t row) -> uint32_t {
       return stats && !v.Overlay(row) ? v.reader().Stats(row).owner_count : 0;
@@ -354,7 +353,7 @@ class Fitter {
               ++rep.rows_kept_frequent;
               continue;
             }
-            auto [it, fresh] = index.try_emplace(row, static_cast<int64_t>(row_ids_.size()));
+            auto [it, fresh] = trainable_.try_emplace(row, static_cast<int64_t>(row_ids_.size()));
             if (fresh) {
               row_ids_.push_back(row);
               FitRow fr;
@@ -377,25 +376,26 @@ class Fitter {
                                "the fitted rows; reword so the last words carry the fact's own "
                                "name");
       res->entries.push_back(std::move(rep));
-      // Frozen rows of every position, and which of them are trainable.
-      for (size_t k = 0; k < K; ++k) {
-        src.Fill(rows[k], 0, n_tok, {}, &batch_.frozen[k][b * T * per * D]);
-        for (size_t i = 0; i < n_tok * per; ++i)
-          if (auto it = index.find(rows[k][i]); it != index.end())
-            batch_.train_index[k][b * T * per + i] = it->second;
-      }
     }
-    // A row chosen by a later entry is read by earlier ones too: index every sequence again.
-    for (size_t b = 0; b < B; ++b) {
-      const auto& rows = seq_rows[b];
-      for (size_t k = 0; k < K; ++k)
-        for (size_t i = 0; i < rows[k].size(); ++i)
-          if (auto it = index.find(rows[k][i]); it != index.end())
-            batch_.train_index[k][b * T * per + i] = it->second;
-    }
+    // Once every row is chosen (a row chosen by a later entry is read by earlier ones too).
+    for (size_t b = 0; b < B; ++b) FillSequence(src, b, seq_rows[b], seqs_[b].ids.size());
     res->trainable_rows = row_ids_.size();
     anchor_.resize(row_ids_.size() * D);
     table::GatherRowsF32(v, row_ids_, anchor_.data());
+  }
+
+  // Sequence b of batch_: the table's rows at its n_tok positions, and which of them are
+  // trainable.
+  void FillSequence(const RowSource& src, size_t b, const std::vector<std::vector<uint64_t>>& rows,
+                    size_t n_tok) {
+    const table::Layout& l = s_.view->layout();
+    const size_t per = l.spec.per_layer(), D = l.row_dim, T = static_cast<size_t>(batch_.T);
+    for (size_t k = 0; k < rows.size(); ++k) {
+      src.Fill(rows[k], 0, n_tok, {}, &batch_.frozen[k][b * T * per * D]);
+      for (size_t i = 0; i < n_tok * per; ++i)
+        if (auto it = trainable_.find(rows[k][i]); it != trainable_.end())
+          batch_.train_index[k][b * T * per + i] = it->second;
+    }
   }
 
   // Contexts of --preserve text that read trainable rows, appended to batch_ as preservation
@@ -410,23 +410,19 @@ class Fitter {
     const size_t T = static_cast<size_t>(batch_.T),
                  want = static_cast<size_t>(o_.preserve_contexts);
     RowSource src(*s_.view, s_.table_layer);
-    std::unordered_map<uint64_t, int64_t> index;
-    for (size_t i = 0; i < row_ids_.size(); ++i) index[row_ids_[i]] = static_cast<int64_t>(i);
     std::unordered_set<uint64_t> covered;
     std::vector<std::vector<uint32_t>> windows;  // token ids
     base::ForEachLine(o_.preserve, 1 << 20, [&](size_t, std::string_view line, bool too_long) {
       if (windows.size() >= want || too_long || line.empty()) return;
       std::vector<uint32_t> ids = s_.tok->Encode(std::string(line));
-      std::vector<uint32_t> canon;
-      for (uint32_t id : ids) canon.push_back(id < s_.canon.size() ? s_.canon[id] : 0);
-      auto rows = src.Rows(canon);
+      auto rows = src.Rows(s_.Canonical(ids));
       for (size_t t = 1; t < ids.size() && windows.size() < want; ++t) {
         bool fresh = false;
         for (size_t k = 0; k < K; ++k)
           for (size_t c = 0; c < per; ++c) {
             const uint32_t n = static_cast<uint32_t>(c / heads) + hash::kMinOrder;
             const uint64_t row = rows[k][t * per + c];
-            if (t + 1 >= n && index.count(row) && covered.insert(row).second) fresh = true;
+            if (t + 1 >= n && trainable_.count(row) && covered.insert(row).second) fresh = true;
           }
         if (fresh)
           windows.emplace_back(ids.begin() + (t + 1 > T ? t + 1 - T : 0), ids.begin() + t + 1);
@@ -444,17 +440,9 @@ class Fitter {
     }
     for (size_t w = 0; w < windows.size(); ++w) {
       const size_t b = B0 + w, n_tok = windows[w].size();
-      std::vector<uint32_t> canon;
-      for (uint32_t id : windows[w]) canon.push_back(id < s_.canon.size() ? s_.canon[id] : 0);
       for (size_t t = 0; t < n_tok; ++t) batch_.tokens[b * T + t] = windows[w][t];
       batch_.targets[b * T + n_tok - 1] = 0;  // the kept position
-      auto rows = src.Rows(canon);
-      for (size_t k = 0; k < K; ++k) {
-        src.Fill(rows[k], 0, n_tok, {}, &batch_.frozen[k][b * T * per * D]);
-        for (size_t i = 0; i < n_tok * per; ++i)
-          if (auto it = index.find(rows[k][i]); it != index.end())
-            batch_.train_index[k][b * T * per + i] = it->second;
-      }
+      FillSequence(src, b, src.Rows(s_.Canonical(windows[w])), n_tok);
     }
     res->preserve_contexts = windows.size();
     res->preserve_rows = covered.size();
@@ -525,7 +513,7 @@ class Fitter {
       if (s_.mc.eos_token_id >= 0 && next == static_cast<uint32_t>(s_.mc.eos_token_id)) break;
       t0 = ids.size();
       ids.push_back(next);
-      canon.push_back(next < s_.canon.size() ? s_.canon[next] : 0);
+      canon.push_back(s_.Canonical(next));
       if (ids.size() > max_seq_) break;
     }
     *greedy = s_.tok->Decode(gen);
@@ -537,8 +525,7 @@ class Fitter {
     std::vector<uint32_t> ids = s_.tok->Encode(text);
     ENGRAM_CHECK(ids.size() >= 2, Code::kInvalidArgument,
                  o_.check_corpus << " holds fewer than 2 tokens; give held-out text to score");
-    std::vector<uint32_t> canon;
-    for (uint32_t id : ids) canon.push_back(id < s_.canon.size() ? s_.canon[id] : 0);
+    std::vector<uint32_t> canon = s_.Canonical(ids);
     RowSource src(*s_.view, s_.table_layer);
     auto rows = src.Rows(canon);
     Overlay ov = MakeOverlay(rounded);
@@ -578,9 +565,10 @@ class Fitter {
   size_t max_seq_ = 0;
   std::vector<Seq> seqs_;
   RowFitBatch batch_;
-  std::vector<uint64_t> row_ids_;  // trainable rows (global row ids)
-  std::vector<FitRow> row_info_;   // their owners
-  std::vector<float> anchor_;      // their values in the table
+  std::vector<uint64_t> row_ids_;                    // trainable rows (global row ids)
+  std::unordered_map<uint64_t, int64_t> trainable_;  // row id -> its index in row_ids_
+  std::vector<FitRow> row_info_;                     // their owners
+  std::vector<float> anchor_;                        // their values in the table
   std::unordered_set<uint64_t> kept_;
 };
 

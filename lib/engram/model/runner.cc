@@ -458,7 +458,7 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
       for (uint32_t id : ids[b]) {
         ENGRAM_CHECK(id < V, Code::kInvalidArgument,
                      "token id " << id << " is outside the model's vocabulary");
-        canon[b].push_back(id < s.canon.size() ? s.canon[id] : 0);
+        canon[b].push_back(s.Canonical(id));
       }
       pr[b].prompt_ids = ids[b];
       T = std::max(T, ids[b].size());
@@ -583,7 +583,7 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
           pr[b].output_ids.push_back(t);
           res.eval_tokens++;
           ids[b].push_back(t);
-          canon[b].push_back(t < s.canon.size() ? s.canon[t] : 0);
+          canon[b].push_back(s.Canonical(t));
         }
         if (n + 1 == n_predict || std::all_of(done.begin(), done.end(), [](bool d) { return d; }))
           break;
@@ -858,11 +858,9 @@ class SessionImpl final : public Session {
         continue;
       }
       res[i].bypass = s_.engram && p.size() < N;
-      std::vector<uint32_t> c;
-      for (uint32_t id : p) c.push_back(id < s_.canon.size() ? s_.canon[id] : 0);
       live.push_back(i);
+      canon.push_back(s_.Canonical(p));
       ids.push_back(std::move(p));
-      canon.push_back(std::move(c));
     }
     const size_t B = live.size();
     if (B == 0) return;
@@ -952,7 +950,7 @@ class SessionImpl final : public Session {
         }
         out[b].push_back(t);
         ids[b].push_back(t);
-        canon[b].push_back(t < s_.canon.size() ? s_.canon[t] : 0);
+        canon[b].push_back(s_.Canonical(t));
         std::string text = s_.tok->Decode(out[b]);
         size_t cut = std::string::npos;
         for (const auto& st : q.stop) {

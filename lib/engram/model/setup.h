@@ -26,6 +26,15 @@ struct Setup {
   std::unique_ptr<table::TableView> view;
   std::vector<size_t> table_layer;  // Engram layer k -> index in the table's layer_ids
   bool engram = false;
+
+  // The canonical id of a tokenizer id (0 for one outside the map).
+  uint32_t Canonical(uint32_t id) const { return id < canon.size() ? canon[id] : 0; }
+  std::vector<uint32_t> Canonical(const std::vector<uint32_t>& ids) const {
+    std::vector<uint32_t> out;
+    out.reserve(ids.size());
+    for (uint32_t id : ids) out.push_back(Canonical(id));
+    return out;
+  }
 };
 
 // Config, model directory, tokenizer and table checks, and the first four [engram] load lines.
