@@ -635,7 +635,7 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
                      ",\"owner_mode\":" + base::JsonString(o.owners) +
                      ",\"tokens\":" + std::to_string(st.tokens) +
                      ",\"documents\":" + std::to_string(st.documents) +
-                     ",\"merged_parts\":" + std::to_string(headers.size()) + "}";
+                     ",\"merged_parts\":" + std::to_string(mo.parts.size()) + "}";
   FinishTable(writer, layout, o, prov, threads, &res, reporter);
   res.seconds = sw.Seconds();
   return res;

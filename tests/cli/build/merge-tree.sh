@@ -13,6 +13,7 @@ $E merge a.part b.part -o tree.engram 2>&1 | grep -o 'merged 2 parts into tree.e
 mkdir tmp
 $E merge part.{0..6} --memory 16M --temp-dir tmp -o flat.engram 2>&1 | grep -o 'merge round [0-9]: [0-9]* parts -> [0-9]*'
 ls tmp | wc -l
+$E inspect flat.engram --json | $PY -c "import json,sys; print('merged_parts:', json.load(sys.stdin)['provenance']['merged_parts'])"
 for t in tree flat; do printf '%s.engram against the one-process build: ' $t; $PY $SRC/tests/cli/same_sections.py one.engram $t.engram; done
 $E merge a.part part.1 b.part -o x.engram 2>&1 | sed 's/^.*: //'
 $E merge a.part b1.part -o x.engram 2>&1 | sed 's/^engramctl merge: //'
