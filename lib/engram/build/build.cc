@@ -483,10 +483,18 @@ std::vector<PartHeader> ReadPartHeaders(const std::vector<std::string>& parts,
   return headers;
 }
 
+// A part opened and read past its header, at its records (or sketch cells).
+std::unique_ptr<ZstdReader> OpenPartBody(const std::string& path) {
+  auto r = std::make_unique<ZstdReader>(path);
+  ReadPartHeader(*r);
+  return r;
+}
+
 // Writes one exact part covering every shard of `parts` (their headers in `headers`): counts of
-// equal n-grams add, so merging merged parts gives what merging the shards' parts gives.
-void WritePartialMerge(const std::vector<std::string>& parts,
-                       const std::vector<PartHeader>& headers, const std::string& out) {
+// equal n-grams add, so merging merged parts gives what merging the shards' parts gives. Returns
+// the header it wrote.
+PartHeader WritePartialMerge(const std::vector<std::string>& parts,
+                             const std::vector<PartHeader>& headers, const std::string& out) {
   PartHeader h = headers[0];
   h.shards.clear();
   h.tokens = h.documents = 0;
@@ -500,8 +508,7 @@ void WritePartialMerge(const std::vector<std::string>& parts,
   std::vector<std::unique_ptr<ZstdReader>> readers;
   std::vector<ZstdReader*> rs;
   for (const auto& p : parts) {
-    readers.push_back(std::make_unique<ZstdReader>(p));
-    ReadPartHeader(*readers.back());  // positions the stream at the records
+    readers.push_back(OpenPartBody(p));
     rs.push_back(readers.back().get());
   }
   base::TempFile tf(out);
@@ -513,6 +520,7 @@ void WritePartialMerge(const std::vector<std::string>& parts,
     w.Close(true);
   }
   tf.Commit();
+  return h;
 }
 
 }  // namespace
@@ -577,9 +585,7 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
       std::string tmp = temp_dir + "/engram-merge." + std::to_string(::getpid()) + "." +
                         std::to_string(temps.paths.size()) + ".part";
       temps.paths.push_back(tmp);
-      WritePartialMerge(group, gh, tmp);
-      ZstdReader r(tmp);
-      next_headers.push_back(ReadPartHeader(r));
+      next_headers.push_back(WritePartialMerge(group, gh, tmp));
       next.push_back(tmp);
       reporter.Progress("merge rounds", g + fan_in, parts.size(), "parts");
     }
@@ -599,9 +605,6 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
   const Layout& layout = h0.layout;
   const WriterOptions wo = WriterOptionsFor(o, threads);
   res.plan = PlanSizes(layout, wo);
-  TokenStreamStats st;
-  st.tokens = res.tokens;
-  st.documents = res.documents;
   TableWriter writer(mo.output, layout, wo);
   OwnerArrays oa{writer.tags(), writer.stats(), {}};
   if (!oa.stats) oa.own.assign(layout.total_rows, 0);
@@ -609,8 +612,7 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
     std::vector<std::unique_ptr<ZstdReader>> readers;
     std::vector<ZstdReader*> rs;
     for (const auto& p : parts) {
-      readers.push_back(std::make_unique<ZstdReader>(p));
-      ReadPartHeader(*readers.back());
+      readers.push_back(OpenPartBody(p));
       rs.push_back(readers.back().get());
     }
     OwnerAssigner assign(layout, &oa, threads);
@@ -622,19 +624,15 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
     res.ngrams_distinct = assign.distinct();
   } else {
     SketchOwners sk(layout, threads);
-    for (const auto& p : parts) {  // one open at a time
-      ZstdReader r(p);
-      ReadPartHeader(r);
-      sk.ReadCells(r);
-    }
+    for (const auto& p : parts) sk.ReadCells(*OpenPartBody(p));  // one open at a time
     sk.Finish(&oa);
   }
   std::string prov = "{\"creator\":" + base::JsonString(kVersionString) +
                      ",\"command\":" + base::JsonString(mo.command_line) +
                      ",\"created_unix\":" + std::to_string(base::UnixNow()) +
                      ",\"owner_mode\":" + base::JsonString(o.owners) +
-                     ",\"tokens\":" + std::to_string(st.tokens) +
-                     ",\"documents\":" + std::to_string(st.documents) +
+                     ",\"tokens\":" + std::to_string(res.tokens) +
+                     ",\"documents\":" + std::to_string(res.documents) +
                      ",\"merged_parts\":" + std::to_string(mo.parts.size()) + "}";
   FinishTable(writer, layout, o, prov, threads, &res, reporter);
   res.seconds = sw.Seconds();
