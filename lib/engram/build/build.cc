@@ -304,9 +304,9 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
       need += approx_tokens * NgramCounter::BytesPerEntry(n);
       record_bytes += approx_tokens * (n * 4 + 8);
     }
-    // A shard keeps no table in memory; a whole build keeps the owner counts when without stats.
-    res.ram_estimate = std::min(need, memory) +
-                       (o.with_stats || sharded ? 0 : layout.total_rows * 4) + (128ull << 20);
+    // A shard keeps no table in memory; a whole build chooses owners in 16 bytes a row.
+    res.ram_estimate =
+        std::min(need, memory) + (sharded ? 0 : layout.total_rows * 16) + (128ull << 20);
     // Spill runs hold at most every n-gram once per run, zstd-compressed (about 2x).
     res.temp_estimate =
         need > memory ? approx_tokens * orders * (layout.spec.max_order * 4 + 8) / 2 : 0;
@@ -340,20 +340,21 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   struct Owned {
     std::vector<uint32_t> context, ids;
   };
-  std::vector<Owned> batch;
+  std::vector<Owned> batch;  // blocks counted together: each thread its share of every block
   uint64_t done_tokens = 0;
   const uint64_t est_tokens = std::max<uint64_t>(approx_tokens, 1);  // already this shard's
   base::Stopwatch count_sw;
   auto run_batch = [&] {
-    const int64_t nb = static_cast<int64_t>(batch.size());
     std::exception_ptr error;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int64_t i = 0; i < nb; ++i) {
+    for (int share = 0; share < threads; ++share) {
       try {
-        TokenBlock b;
-        b.context = batch[i].context;
-        b.ids = batch[i].ids;
-        exact->AddBlock(b, omp_get_thread_num());
+        for (const Owned& o : batch) {
+          TokenBlock b;
+          b.context = o.context;
+          b.ids = o.ids;
+          exact->AddBlock(b, share);
+        }
       } catch (...) {
 #pragma omp critical
         if (!error) error = std::current_exception();
@@ -432,14 +433,9 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   OwnerArrays oa{writer.tags(), writer.stats(), {}};
   if (!oa.stats) oa.own.assign(layout.total_rows, 0);
   if (exact) {
-    OwnerAssigner assign(layout, &oa, threads);
-    exact->Merge([&](uint32_t n) { assign.BeginOrder(n); },
-                 [&](const uint32_t* ids, uint64_t count) { assign.Add(ids, count); },
-                 [&](uint64_t done, uint64_t total) {
-                   reporter.Progress("assign owners", done, total, "counts");
-                 });
-    assign.Flush();
-    res.ngrams_distinct = assign.distinct();
+    res.ngrams_distinct = exact->AssignOwners(layout, &oa, [&](uint64_t done, uint64_t total) {
+      reporter.Progress("assign owners", done, total, "counts");
+    });
   } else {
     sketch->Finish(&oa);
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 namespace engram::table {
 
@@ -23,12 +24,23 @@ struct Record {
   uint32_t w[N + 2];
 };
 
+// Ids i and i+1 as one number that orders like the pair.
+template <uint32_t N>
+inline uint64_t PairAt(const Record<N>& r, uint32_t i) noexcept {
+  return (uint64_t{r.w[i]} << 32) | r.w[i + 1];
+}
+
 template <uint32_t N>
 void SortAs(uint32_t* words, size_t count) {
   auto* r = reinterpret_cast<Record<N>*>(words);
+  // Two ids per comparison: half the branches of comparing id by id.
   std::sort(r, r + count, [](const Record<N>& a, const Record<N>& b) {
-    for (uint32_t i = 0; i < N; ++i)
-      if (a.w[i] != b.w[i]) return a.w[i] < b.w[i];
+    uint32_t i = 0;
+    for (; i + 1 < N; i += 2) {
+      const uint64_t x = PairAt(a, i), y = PairAt(b, i);
+      if (x != y) return x < y;
+    }
+    if constexpr (N % 2) return a.w[N - 1] < b.w[N - 1];
     return false;
   });
 }
@@ -39,7 +51,8 @@ NgramCounter::NgramCounter(uint32_t order, size_t initial_capacity)
   size_t cap = 16;
   while (cap < initial_capacity) cap <<= 1;
   mask_ = cap - 1;
-  slots_.assign(cap * stride_, 0);
+  buf_ = base::ZeroedBuffer(cap * stride_ * 4);
+  slots_ = static_cast<uint32_t*>(buf_.data());
 }
 
 size_t NgramCounter::Probe(const uint32_t* ids, uint64_t hash) const noexcept {
@@ -67,8 +80,9 @@ void NgramCounter::Insert(const uint32_t* ids, uint64_t hash, uint64_t count) {
   std::memcpy(s + n_, &c, 8);
 }
 
-void NgramCounter::Push(const uint32_t* ids) {
-  const uint64_t h = Mix(ids, n_);
+uint64_t NgramCounter::Hash(const uint32_t* ids, uint32_t n) noexcept { return Mix(ids, n); }
+
+void NgramCounter::Push(const uint32_t* ids, uint64_t h) {
   const uint32_t* slot = &slots_[(h & mask_) * stride_];
   __builtin_prefetch(slot, 1);
   __builtin_prefetch(slot + stride_ - 1, 1);  // a slot may straddle two cache lines
@@ -93,11 +107,12 @@ void NgramCounter::Drain() {
 }
 
 void NgramCounter::Grow() {
-  std::vector<uint32_t> old;
-  old.swap(slots_);
+  base::ZeroedBuffer old_buf = std::move(buf_);
+  const uint32_t* old = slots_;
   size_t old_cap = mask_ + 1;
   mask_ = old_cap * 2 - 1;
-  slots_.assign((mask_ + 1) * stride_, 0);
+  buf_ = base::ZeroedBuffer((mask_ + 1) * stride_ * 4);
+  slots_ = static_cast<uint32_t*>(buf_.data());
   for (size_t k = 0; k < old_cap; ++k) {
     const uint32_t* s = &old[k * stride_];
     uint64_t c;
@@ -109,7 +124,7 @@ void NgramCounter::Grow() {
 }
 
 void NgramCounter::Clear() {
-  std::fill(slots_.begin(), slots_.end(), 0u);
+  buf_.Zero();
   size_ = 0;
 }
 
@@ -127,8 +142,8 @@ const uint32_t* NgramCounter::SortRecords() {
                                                          SortAs<3>, SortAs<4>, SortAs<5>,
                                                          SortAs<6>, SortAs<7>, SortAs<8>};
   static_assert(std::size(kSort) == hash::kMaxOrder + 1);
-  kSort[n_](slots_.data(), out);
-  return slots_.data();
+  kSort[n_](slots_, out);
+  return slots_;
 }
 
 }  // namespace engram::table

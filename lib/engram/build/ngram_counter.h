@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engram/base/memory.h"
 #include "engram/hash/addressing.h"
 
 namespace engram::table {
@@ -17,7 +18,7 @@ class NgramCounter {
   uint32_t order() const noexcept { return n_; }
   size_t size() const noexcept { return size_; }
   size_t capacity() const noexcept { return mask_ + 1; }
-  size_t memory_bytes() const noexcept { return slots_.size() * 4; }
+  size_t memory_bytes() const noexcept { return buf_.size(); }
   // New n-grams it takes before the next growth (which doubles memory_bytes()).
   size_t headroom() const noexcept {
     size_t limit = capacity() * 7 / 10;
@@ -29,8 +30,12 @@ class NgramCounter {
   // Adds one occurrence of the n-gram ids[0..n), later: the n-gram's slot is prefetched now and it
   // is counted after up to kLookahead further pushes (or at Drain), so cache misses overlap. size()
   // and the slots do not show pending n-grams until then.
-  void Push(const uint32_t* ids);
+  void Push(const uint32_t* ids) { Push(ids, Hash(ids, n_)); }
+  // The same, with hash = Hash(ids, order()) already computed (e.g. to pick the counter).
+  void Push(const uint32_t* ids, uint64_t hash);
   void Drain();
+  // The slot hash of an n-gram; its high 32 bits are free for the caller (slots use low bits).
+  static uint64_t Hash(const uint32_t* ids, uint32_t n) noexcept;
   static constexpr size_t kLookahead = 16;
   // Empties the counter but keeps its capacity (the next fill needs no growth).
   void Clear();
@@ -38,6 +43,12 @@ class NgramCounter {
   // lexicographic order, and returns them: each is n ids then the count as a native u64 (the
   // spill run record). Add must not be called again before Clear().
   const uint32_t* SortRecords();
+  // Calls f(ids, count) for every counted n-gram, in slot order (call Drain() first).
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (size_t k = 0; k <= mask_; ++k)
+      if (uint64_t c = CountAt(k)) f(&slots_[k * stride_], c);
+  }
 
  private:
   // Occupied slots have count > 0.
@@ -53,7 +64,9 @@ class NgramCounter {
   uint32_t stride_;  // words per slot
   size_t mask_ = 0;
   size_t size_ = 0;
-  std::vector<uint32_t> slots_;
+  // Slots of stride_ words each, zeroed by the kernel (huge pages when large).
+  base::ZeroedBuffer buf_;
+  uint32_t* slots_ = nullptr;
   // Pushed n-grams not yet counted: a ring of kLookahead (ids, hash).
   uint32_t pending_ids_[kLookahead][hash::kMaxOrder];
   uint64_t pending_hash_[kLookahead];

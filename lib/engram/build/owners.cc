@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -16,6 +17,7 @@
 #include "engram/base/endian.h"
 #include "engram/base/error.h"
 #include "engram/base/file.h"
+#include "engram/base/memory.h"
 #include "engram/base/units.h"
 #include "engram/build/build.h"
 #include "engram/build/ngram_counter.h"
@@ -36,6 +38,11 @@ inline int CompareIds(const uint32_t* a, const uint32_t* b, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i)
     if (a[i] != b[i]) return a[i] < b[i] ? -1 : 1;
   return 0;
+}
+
+// The thread share an n-gram with slot hash h belongs to: its high 32 bits scaled to [0, shares).
+inline int ShareOf(uint64_t h, int shares) noexcept {
+  return static_cast<int>(((h >> 32) * static_cast<uint64_t>(shares)) >> 32);
 }
 
 // Feeds a block's n-grams (orders 2..N) to f(order, ids), with the block's context as history.
@@ -85,6 +92,7 @@ constexpr size_t kSpillWriteBytes = size_t{1} << 20;
 constexpr uint64_t kSpillCheckEvery = 4096;
 
 struct ExactCounter::ThreadState {
+  int share = 0;  // which n-grams it counts (ShareOf)
   std::vector<NgramCounter> counters;
   uint64_t since_check = 0;
   uint64_t Memory() const {
@@ -108,6 +116,7 @@ ExactCounter::ExactCounter(const hash::AddressSpec& spec, uint64_t memory_bytes,
   budget_per_thread_ = std::max<uint64_t>(memory_bytes / std::max(threads, 1), 16ull << 20);
   for (int t = 0; t < threads; ++t) {
     auto s = std::make_unique<ThreadState>();
+    s->share = t;
     for (uint32_t n = hash::kMinOrder; n <= spec.max_order; ++n)
       s->counters.emplace_back(n, 1 << 14);
     threads_.push_back(std::move(s));
@@ -116,14 +125,17 @@ ExactCounter::ExactCounter(const hash::AddressSpec& spec, uint64_t memory_bytes,
 }
 
 ExactCounter::~ExactCounter() {
-  for (const auto& r : runs_) ::unlink(r.second.c_str());
+  for (const auto& r : runs_) ::unlink(r.path.c_str());
   delete mu_;
 }
 
 void ExactCounter::AddBlock(const TokenBlock& b, int thread) {
   ThreadState& t = *threads_[thread];
+  const int shares = static_cast<int>(threads_.size());
   ForEachNgram(spec_, b, [&](uint32_t n, const uint32_t* ids) {
-    t.counters[n - hash::kMinOrder].Push(ids);
+    const uint64_t h = NgramCounter::Hash(ids, n);
+    if (shares > 1 && ShareOf(h, shares) != t.share) return;
+    t.counters[n - hash::kMinOrder].Push(ids, h);
     // A counter grows by doubling: spill before the next growth could cross the budget. Spilled
     // counters keep their capacity, so the test is on growth, not on the memory held: testing
     // the memory held spilled again every check once the first spill had happened.
@@ -148,7 +160,7 @@ void ExactCounter::Spill(ThreadState& t) {
       std::lock_guard<std::mutex> lock(*mu_);
       path = temp_dir_ + "/engram-build." + std::to_string(::getpid()) + "." +
              std::to_string(run_seq_++) + ".run";
-      runs_.emplace_back(n, path);
+      runs_.push_back({n, t.share, path});
     }
     ZstdWriter w(path, 1);
     const size_t bytes = records * (n + 2) * 4;
@@ -312,8 +324,8 @@ void ExactCounter::Merge(const std::function<void(uint32_t order)>& begin_order,
   for (uint32_t n = hash::kMinOrder; n <= spec_.max_order; ++n) {
     begin_order(n);
     std::vector<std::unique_ptr<Source>> sources;
-    for (const auto& [order, path] : runs_)
-      if (order == n) sources.push_back(std::make_unique<RunSource>(path, n));
+    for (const Run& r : runs_)
+      if (r.order == n) sources.push_back(std::make_unique<RunSource>(r.path, n));
     for (size_t t = 0; t < threads_.size(); ++t) {
       const size_t i = t * orders + (n - hash::kMinOrder);
       if (sorted[i])
@@ -390,6 +402,77 @@ constexpr size_t kAssignChunk = size_t{1} << 20;
 // Records whose rows are computed and prefetched ahead of their updates.
 constexpr size_t kAssignBatch = 16;
 
+namespace {
+
+// The owner cells of the table itself: TAGS and STATS (or the owner-count array), 2 cache lines
+// a row.
+struct TableCells {
+  OwnerArrays* oa;
+  void Prefetch(uint64_t row) const {
+    __builtin_prefetch(oa->tags + row, 1);
+    if (oa->stats) __builtin_prefetch(oa->stats + row * kStatsRowSize, 1);
+  }
+  void Offer(uint64_t row, uint32_t tag, uint64_t count) const {
+    const uint32_t cc = Sat32(count);
+    uint8_t* st = oa->stats ? oa->stats + row * kStatsRowSize : nullptr;
+    const uint32_t cur = st ? base::LoadLE<uint32_t>(st) : oa->own[row];
+    const uint32_t cur_tag = oa->tags[row];
+    if (cc > cur || (cc == cur && tag < cur_tag) || cur_tag == hash::kNoOwner) {
+      oa->tags[row] = tag;
+      if (st)
+        base::StoreLE<uint32_t>(st, cc);
+      else
+        oa->own[row] = cc;
+    }
+    if (st) {
+      base::StoreLE<uint32_t>(st + 4, Sat32(uint64_t{base::LoadLE<uint32_t>(st + 4)} + count));
+      base::StoreLE<uint32_t>(st + 8, Sat32(uint64_t{base::LoadLE<uint32_t>(st + 8)} + 1));
+    }
+  }
+};
+
+// The same cells packed 16 bytes a row (one cache line), copied into the table at the end.
+struct RowState {
+  uint32_t tag, owner_count, total, distinct;
+};
+struct StateCells {
+  RowState* rows;
+  void Prefetch(uint64_t row) const { __builtin_prefetch(rows + row, 1); }
+  void Offer(uint64_t row, uint32_t tag, uint64_t count) const {
+    RowState& r = rows[row];
+    const uint32_t cc = Sat32(count);
+    if (cc > r.owner_count || (cc == r.owner_count && tag < r.tag) || r.tag == hash::kNoOwner) {
+      r.tag = tag;
+      r.owner_count = cc;
+    }
+    r.total = Sat32(uint64_t{r.total} + count);
+    r.distinct = Sat32(uint64_t{r.distinct} + 1);
+  }
+};
+
+// Applies m records of order n (ids, counts and owner tags) to the rows of sub-table (li, h):
+// a row's owner is its n-gram with the highest count, ties to the smaller tag, and STATS add up.
+// The outcome does not depend on the order of the records, nor on how they are split into calls.
+template <typename Cells>
+void ApplyToSubTable(const Layout& l, const Cells& cells, size_t li, uint32_t h, uint32_t n,
+                     const uint32_t* ids, const uint64_t* counts, const uint32_t* tags, int64_t m) {
+  const hash::AddressSpec& s = l.spec;
+  const uint64_t base_row = l.row_offsets[s.SubIndex(li, n, h)];
+  uint64_t rows[kAssignBatch];
+  for (int64_t b = 0; b < m; b += kAssignBatch) {
+    const int64_t e = std::min<int64_t>(m, b + kAssignBatch);
+    // Rows of a batch first, with their cache lines requested, then the updates.
+    for (int64_t k = b; k < e; ++k) {
+      const uint64_t row = base_row + hash::BucketOf(s, li, n, h, ids + k * n);
+      rows[k - b] = row;
+      cells.Prefetch(row);
+    }
+    for (int64_t k = b; k < e; ++k) cells.Offer(rows[k - b], tags[k], counts[k]);
+  }
+}
+
+}  // namespace
+
 OwnerAssigner::OwnerAssigner(const Layout& layout, OwnerArrays* arrays, int threads)
     : l_(layout), oa_(arrays), threads_(threads) {
   counts_.resize(kAssignChunk);
@@ -415,53 +498,18 @@ void OwnerAssigner::Flush() {
   const uint32_t n = order_;
   const int64_t m = static_cast<int64_t>(n_);
   const uint32_t* ids = ids_.data();
-  const uint64_t* counts = counts_.data();
   uint32_t* tags = tags_.data();
   // Owner tags do not depend on the sub-table: once per record, not once per head.
 #pragma omp parallel for schedule(static) num_threads(threads_)
   for (int64_t k = 0; k < m; ++k) tags[k] = hash::OwnerTag(ids + k * n, n, l_.owner_tag_seed);
-  // One job per sub-table of this order: rows of different jobs never meet, and within a job
-  // records apply in merge order, so the result does not depend on the thread count.
+  // One job per sub-table of this order: rows of different jobs never meet.
   const int64_t jobs = static_cast<int64_t>(s.n_layers() * s.n_heads);
-  OwnerArrays* oa = oa_;
   std::exception_ptr error;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
   for (int64_t job = 0; job < jobs; ++job) {
     try {
-      const size_t li = static_cast<size_t>(job) / s.n_heads;
-      const uint32_t h = static_cast<uint32_t>(job % s.n_heads);
-      const uint64_t base_row = l_.row_offsets[s.SubIndex(li, n, h)];
-      uint64_t rows[kAssignBatch];
-      for (int64_t b = 0; b < m; b += kAssignBatch) {
-        const int64_t e = std::min<int64_t>(m, b + kAssignBatch);
-        // Rows of a batch first, with their cache lines requested, then the updates.
-        for (int64_t k = b; k < e; ++k) {
-          const uint64_t row = base_row + hash::BucketOf(s, li, n, h, ids + k * n);
-          rows[k - b] = row;
-          __builtin_prefetch(oa->tags + row, 1);
-          if (oa->stats) __builtin_prefetch(oa->stats + row * kStatsRowSize, 1);
-        }
-        for (int64_t k = b; k < e; ++k) {
-          const uint64_t row = rows[k - b];
-          const uint32_t tag = tags[k];
-          const uint32_t cc = Sat32(counts[k]);
-          uint8_t* st = oa->stats ? oa->stats + row * kStatsRowSize : nullptr;
-          uint32_t cur = st ? base::LoadLE<uint32_t>(st) : oa->own[row];
-          uint32_t cur_tag = oa->tags[row];
-          if (cc > cur || (cc == cur && tag < cur_tag) || cur_tag == hash::kNoOwner) {
-            oa->tags[row] = tag;
-            if (st)
-              base::StoreLE<uint32_t>(st, cc);
-            else
-              oa->own[row] = cc;
-          }
-          if (st) {
-            base::StoreLE<uint32_t>(st + 4,
-                                    Sat32(uint64_t{base::LoadLE<uint32_t>(st + 4)} + counts[k]));
-            base::StoreLE<uint32_t>(st + 8, Sat32(uint64_t{base::LoadLE<uint32_t>(st + 8)} + 1));
-          }
-        }
-      }
+      ApplyToSubTable(l_, TableCells{oa_}, static_cast<size_t>(job) / s.n_heads,
+                      static_cast<uint32_t>(job % s.n_heads), n, ids, counts_.data(), tags, m);
     } catch (...) {
 #pragma omp critical
       if (!error) error = std::current_exception();
@@ -469,6 +517,90 @@ void OwnerAssigner::Flush() {
   }
   if (error) std::rethrow_exception(error);
   n_ = 0;
+}
+
+uint64_t ExactCounter::AssignOwners(const Layout& l, OwnerArrays* oa,
+                                    const std::function<void(uint64_t, uint64_t)>& progress) {
+  const hash::AddressSpec& s = l.spec;
+  const uint64_t total = records();
+  const int64_t shares = static_cast<int64_t>(threads_.size());
+  const size_t jobs = s.n_layers() * s.n_heads;
+  // Shares meet in the rows: one lock per sub-table, and each share starts at a different one.
+  std::vector<std::mutex> locks(s.n_subtables());
+  std::atomic<uint64_t> done{0}, distinct{0};
+  // Owners are chosen in packed row states (one cache line a row, not two), then copied out.
+  base::ZeroedBuffer state_buf(l.total_rows * sizeof(RowState));
+  const StateCells cells{static_cast<RowState*>(state_buf.data())};
+  std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(static_cast <int>(shares))
+  for (int64_t t = 0; t < shares; ++t) {
+    try {
+      std::vector<uint32_t> ids;
+      std::vector<uint64_t> counts(kAssignChunk);
+      std::vector<uint32_t> tags(kAssignChunk);
+      size_t m = 0;
+      for (uint32_t n = hash::kMinOrder; n <= s.max_order; ++n) {
+        ids.resize(kAssignChunk * n);
+        NgramCounter& c = threads_[t]->counters[n - hash::kMinOrder];
+        std::vector<std::unique_ptr<Source>> sources;
+        for (const Run& r : runs_)
+          if (r.order == n && r.share == t)
+            sources.push_back(std::make_unique<RunSource>(r.path, n));
+        const bool direct = sources.empty();  // the counter alone: complete, read unsorted
+        auto report = [&](uint64_t consumed) {
+          const uint64_t d = done += consumed;
+          if (t == 0 && progress) progress(d, total);
+        };
+        auto flush = [&] {
+          if (m == 0) return;
+          for (size_t k = 0; k < m; ++k) tags[k] = hash::OwnerTag(&ids[k * n], n, l.owner_tag_seed);
+          for (size_t j = 0; j < jobs; ++j) {
+            const size_t job = (j + static_cast<size_t>(t) * jobs / shares) % jobs;
+            const size_t li = job / s.n_heads;
+            const uint32_t h = static_cast<uint32_t>(job % s.n_heads);
+            std::lock_guard<std::mutex> lock(locks[s.SubIndex(li, n, h)]);
+            ApplyToSubTable(l, cells, li, h, n, ids.data(), counts.data(), tags.data(),
+                            static_cast<int64_t>(m));
+          }
+          distinct += m;
+          if (direct) report(m);
+          m = 0;
+        };
+        auto add = [&](const uint32_t* r, uint64_t count) {
+          std::memcpy(&ids[m * n], r, n * 4);
+          counts[m] = count;
+          if (++m == kAssignChunk) flush();
+        };
+        if (direct) {
+          c.ForEach(add);
+        } else {
+          if (c.size())
+            sources.push_back(std::make_unique<MemSource>(c.SortRecords(), c.size(), n));
+          KWayMerge(sources, n, add, report);
+        }
+        flush();
+      }
+    } catch (...) {
+#pragma omp critical
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  const int64_t rows = static_cast<int64_t>(l.total_rows);
+#pragma omp parallel for schedule(static) num_threads(static_cast <int>(shares))
+  for (int64_t r = 0; r < rows; ++r) {
+    const RowState& st = cells.rows[r];
+    oa->tags[r] = st.tag;
+    if (oa->stats) {
+      uint8_t* p = oa->stats + r * kStatsRowSize;
+      base::StoreLE<uint32_t>(p, st.owner_count);
+      base::StoreLE<uint32_t>(p + 4, st.total);
+      base::StoreLE<uint32_t>(p + 8, st.distinct);
+    } else {
+      oa->own[r] = st.owner_count;
+    }
+  }
+  return distinct;
 }
 
 SketchOwners::SketchOwners(const Layout& layout, int threads, uint32_t shard_index,

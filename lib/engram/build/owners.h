@@ -38,8 +38,9 @@ class ExactCounter {
   ExactCounter(const ExactCounter&) = delete;
   ExactCounter& operator=(const ExactCounter&) = delete;
 
-  // Counts the n-grams of a block; `thread` selects the counter set (0..threads-1). Different
-  // threads may call concurrently.
+  // Counts the n-grams of a block that fall in `thread`'s share: the n-grams are split among the
+  // threads by hash, so every thread (0..threads-1) must be given every block, and no n-gram is
+  // counted by two threads. Different threads may call concurrently.
   void AddBlock(const TokenBlock& block, int thread);
   // Streams every order's merged records, in order (all of order 2 first, ...), to the sinks.
   // progress(done, total) is called now and then with input records consumed of records().
@@ -48,6 +49,14 @@ class ExactCounter {
              const std::function<void(uint64_t done, uint64_t total)>& progress = {});
   // Records the merge reads: spilled ones plus those still in memory.
   uint64_t records() const;
+  // Chooses the owners into `arrays` the way OwnerAssigner does from Merge's stream, with each
+  // thread merging its own share (a share with no spill run is read straight from its counter,
+  // unsorted: owner choice and STATS sums do not depend on the order of the records). Returns
+  // the distinct n-grams. The arrays are overwritten, as for a new table: owners are chosen in
+  // a packed copy of 16 bytes a row (one cache line a row), then copied in. Call it once,
+  // instead of Merge.
+  uint64_t AssignOwners(const Layout& layout, OwnerArrays* arrays,
+                        const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 
   // Writes every order's merged records to a part stream: records of order 2, a terminator
   // (count 0), records of order 3, a terminator, ...
@@ -64,7 +73,12 @@ class ExactCounter {
   std::string temp_dir_;
   base::Reporter& reporter_;
   std::vector<std::unique_ptr<ThreadState>> threads_;
-  std::vector<std::pair<uint32_t, std::string>> runs_;  // (order, path)
+  struct Run {
+    uint32_t order;
+    int share;  // the thread whose n-grams it holds
+    std::string path;
+  };
+  std::vector<Run> runs_;
   uint64_t spilled_bytes_ = 0;
   uint64_t spilled_records_ = 0;
   uint64_t run_seq_ = 0;

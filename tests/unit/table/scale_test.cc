@@ -115,6 +115,15 @@ TEST_CASE("a build that spills to disk equals one that counts in memory") {
   one.block_tokens = 777777;
   Build(one, base::Silent());
   RequireSameData(mem.output, one.output);
+  // Three threads split the n-grams three ways, each share spilling on its own.
+  BuildOptions three = spill;
+  three.threads = 3;
+  three.memory_bytes = 48ull << 20;
+  three.output = d / "three.engram";
+  BuildResult r3 = Build(three, base::Silent());
+  CHECK(r3.spill_runs >= 8);
+  RequireSameData(mem.output, three.output);
+  CHECK(SpillFiles(d.path()) == 0);
 }
 
 TEST_CASE("N shards merged equal one build (exact and sketch)") {

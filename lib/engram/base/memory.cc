@@ -1,0 +1,64 @@
+// ZeroedBuffer: calloc below 2 MiB, anonymous mmap + MADV_HUGEPAGE above.
+#include "engram/base/memory.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace engram::base {
+
+namespace {
+constexpr size_t kMapAbove = size_t{2} << 20;
+}
+
+ZeroedBuffer::ZeroedBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  if (bytes >= kMapAbove) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: fine if the kernel declines
+#endif
+    p_ = p;
+    mapped_ = true;
+  } else {
+    p_ = std::calloc(bytes, 1);
+    if (!p_) throw std::bad_alloc();
+  }
+}
+
+ZeroedBuffer::~ZeroedBuffer() { Release(); }
+
+ZeroedBuffer::ZeroedBuffer(ZeroedBuffer&& o) noexcept
+    : p_(std::exchange(o.p_, nullptr)),
+      bytes_(std::exchange(o.bytes_, 0)),
+      mapped_(std::exchange(o.mapped_, false)) {}
+
+ZeroedBuffer& ZeroedBuffer::operator=(ZeroedBuffer&& o) noexcept {
+  if (this != &o) {
+    Release();
+    p_ = std::exchange(o.p_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    mapped_ = std::exchange(o.mapped_, false);
+  }
+  return *this;
+}
+
+void ZeroedBuffer::Zero() noexcept {
+  if (p_) std::memset(p_, 0, bytes_);
+}
+
+void ZeroedBuffer::Release() noexcept {
+  if (!p_) return;
+  if (mapped_)
+    ::munmap(p_, bytes_);
+  else
+    std::free(p_);
+  p_ = nullptr;
+  bytes_ = 0;
+}
+
+}  // namespace engram::base

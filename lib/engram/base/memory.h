@@ -1,0 +1,33 @@
+// Large zero-filled working memory straight from the kernel: fresh anonymous pages are already
+// zero (no memset over gigabytes), and big blocks are advised onto transparent huge pages, which
+// cuts page faults and TLB misses for random access (hash tables, counters).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace engram::base {
+
+class ZeroedBuffer {
+ public:
+  ZeroedBuffer() = default;
+  explicit ZeroedBuffer(size_t bytes);
+  ~ZeroedBuffer();
+  ZeroedBuffer(ZeroedBuffer&& o) noexcept;
+  ZeroedBuffer& operator=(ZeroedBuffer&& o) noexcept;
+  ZeroedBuffer(const ZeroedBuffer&) = delete;
+  ZeroedBuffer& operator=(const ZeroedBuffer&) = delete;
+
+  void* data() const noexcept { return p_; }
+  size_t size() const noexcept { return bytes_; }
+  // Sets every byte to zero again.
+  void Zero() noexcept;
+
+ private:
+  void Release() noexcept;
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+  bool mapped_ = false;  // from mmap (large) rather than calloc (small)
+};
+
+}  // namespace engram::base
