@@ -214,7 +214,55 @@ void DecodeRow(DType t, const uint8_t* in, const uint8_t* scales, std::span<floa
   }
 }
 
+namespace {
+
+// Bit 7 of a byte lane (15, 31 of 16- and 32-bit lanes) of the result is set when some lane of
+// the bytes has all the bits of `mask` set: (x & mask) + low carries into the lane's top bit
+// exactly then (low is mask's lowest bit in each lane; mask leaves the top bit clear). With
+// `and_top`, the lane's own top bit must be set too. No branches, and built for AVX2 where the
+// CPU has it: finite rows, nearly all, cost a fraction of a cycle a byte.
+__attribute__((target_clones("avx2", "default"), optimize("O3"))) uint64_t LanesAllOnes(
+    const uint8_t* p, size_t bytes, uint64_t mask, uint64_t low, bool and_top) noexcept {
+  const uint64_t top = (mask + low) & ~mask;
+  const uint64_t keep = and_top ? top : 0;  // the top bits x must have too
+  uint64_t acc = 0;
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t x;
+    std::memcpy(&x, p + i, 8);
+    acc |= ((x & mask) + low) & (x | ~keep);
+  }
+  if (i < bytes) {  // a zero-padded last word: zeros never match
+    uint64_t x = 0;
+    std::memcpy(&x, p + i, bytes - i);
+    acc |= ((x & mask) + low) & (x | ~keep);
+  }
+  return acc & top;
+}
+
+// True when the bits alone show every value finite. Exact for f32/bf16/f16; for fp8 it also
+// requires every block scale below 0xF0 (scales that high are checked value by value).
+bool BitsFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t n) noexcept {
+  switch (t) {
+    case DType::kF32:
+      return !LanesAllOnes(in, 4 * n, 0x7F8000007F800000ull, 0x0080000000800000ull, false);
+    case DType::kBF16:
+      return !LanesAllOnes(in, 2 * n, 0x7F807F807F807F80ull, 0x0080008000800080ull, false);
+    case DType::kF16:
+      return !LanesAllOnes(in, 2 * n, 0x7C007C007C007C00ull, 0x0400040004000400ull, false);
+    case DType::kF8E4M3:
+      // No NaN byte (low 7 bits all set), and no scale >= 0xF0 (bits 4..7 all set).
+      return !LanesAllOnes(in, n, 0x7F7F7F7F7F7F7F7Full, 0x0101010101010101ull, false) &&
+             !LanesAllOnes(scales, (n + kFp8BlockSize - 1) / kFp8BlockSize, 0x7070707070707070ull,
+                           0x1010101010101010ull, true);
+  }
+  return false;
+}
+
+}  // namespace
+
 size_t FirstNonFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t n) noexcept {
+  if (BitsFinite(t, in, scales, n)) return n;
   switch (t) {
     case DType::kF32:
       for (size_t i = 0; i < n; ++i) {
@@ -247,35 +295,7 @@ size_t FirstNonFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t 
 }
 
 bool AllFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t n) noexcept {
-  switch (t) {
-    case DType::kF32: {
-      uint32_t bad = 0;
-      for (size_t i = 0; i < n; ++i) {
-        uint32_t x;
-        std::memcpy(&x, in + 4 * i, 4);
-        bad |= (x & 0x7F800000u) == 0x7F800000u;
-      }
-      return !bad;
-    }
-    case DType::kBF16:
-    case DType::kF16: {
-      const uint16_t mask = t == DType::kBF16 ? 0x7F80 : 0x7C00;
-      uint32_t bad = 0;
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t x;
-        std::memcpy(&x, in + 2 * i, 2);
-        bad |= (x & mask) == mask;
-      }
-      return !bad;
-    }
-    case DType::kF8E4M3: {
-      uint32_t bad = 0;
-      for (size_t i = 0; i < n; ++i) bad |= (in[i] & 0x7F) == 0x7F;
-      for (size_t b = 0; b < n / kFp8BlockSize; ++b) bad |= scales[b] > 246;
-      return !bad || FirstNonFinite(t, in, scales, n) == n;
-    }
-  }
-  return false;
+  return FirstNonFinite(t, in, scales, n) == n;
 }
 
 float MaxFinite(DType t) noexcept {

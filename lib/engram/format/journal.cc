@@ -63,7 +63,7 @@ class JournalBytes {
   }
 
  private:
-  static constexpr uint64_t kBlock = 4 << 20;
+  static constexpr uint64_t kBlock = 256 << 10;  // stays in L2 while its records are checked
   int fd_;
   const std::string& path_;
   uint64_t file_length_;

@@ -13,6 +13,8 @@ namespace detail {
 #if defined(__x86_64__)
 uint64_t Checksum64Avx2(const void* data, size_t n) noexcept;
 uint64_t Checksum64Avx512(const void* data, size_t n) noexcept;
+void Checksum64UpdateAvx2(void* state, const void* data, size_t n) noexcept;
+void Checksum64UpdateAvx512(void* state, const void* data, size_t n) noexcept;
 #endif
 }  // namespace detail
 
@@ -28,6 +30,20 @@ Fn Pick() {
   return Checksum64Generic;
 }
 const Fn kBulk = Pick();
+
+using UpdateFn = void (*)(void*, const void*, size_t) noexcept;
+void UpdateGeneric(void* state, const void* data, size_t n) noexcept {
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(state), data, n);
+}
+UpdateFn PickUpdate() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return detail::Checksum64UpdateAvx512;
+  if (__builtin_cpu_supports("avx2")) return detail::Checksum64UpdateAvx2;
+#endif
+  return UpdateGeneric;
+}
+const UpdateFn kUpdate = PickUpdate();
 }  // namespace
 
 uint64_t Checksum64(const void* data, size_t n) noexcept {
@@ -44,13 +60,16 @@ struct Checksum64Stream::State {
   XXH3_state_t s;
 };
 
-Checksum64Stream::Checksum64Stream() : state_(std::make_unique<State>()) {
-  XXH3_64bits_reset(&state_->s);
-}
+Checksum64Stream::Checksum64Stream() : state_(std::make_unique<State>()) { Reset(); }
+
+void Checksum64Stream::Reset() noexcept { XXH3_64bits_reset(&state_->s); }
 Checksum64Stream::~Checksum64Stream() = default;
 
 void Checksum64Stream::Update(const void* data, size_t n) noexcept {
-  XXH3_64bits_update(&state_->s, data, n);
+  if (n < 1024)
+    XXH3_64bits_update(&state_->s, data, n);
+  else
+    kUpdate(&state_->s, data, n);
 }
 
 uint64_t Checksum64Stream::Digest() const noexcept { return XXH3_64bits_digest(&state_->s); }

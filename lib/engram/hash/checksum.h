@@ -23,7 +23,8 @@ class Checksum64Stream {
   ~Checksum64Stream();
   Checksum64Stream(const Checksum64Stream&) = delete;
   Checksum64Stream& operator=(const Checksum64Stream&) = delete;
-  void Update(const void* data, size_t n) noexcept;
+  void Update(const void* data, size_t n) noexcept;  // AVX2/AVX-512 where the CPU has it
+  void Reset() noexcept;                             // as newly made
   uint64_t Digest() const noexcept;
 
  private:

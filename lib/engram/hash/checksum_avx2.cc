@@ -4,10 +4,20 @@
 #include <cstdint>
 
 #define XXH_INLINE_ALL
+// GCC 12 warns, wrongly, that the inlined streaming update reads an uninitialised vector.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <xxhash.h>
+#pragma GCC diagnostic pop
 
 namespace engram::hash::detail {
 
 uint64_t Checksum64Avx2(const void* data, size_t n) noexcept { return XXH3_64bits(data, n); }
+
+// state: an XXH3_state_t (the same layout in every build of the header).
+void Checksum64UpdateAvx2(void* state, const void* data, size_t n) noexcept {
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(state), data, n);
+}
 
 }  // namespace engram::hash::detail

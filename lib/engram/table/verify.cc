@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
-#include <future>
+#include <functional>
 #include <mutex>
 #include <sstream>
 
@@ -36,6 +36,15 @@ void Add(VerifyReport* r, uint64_t offset, uint64_t length, std::string field, C
          std::string msg) {
   r->problems.push_back({offset, length, std::move(field), code, std::move(msg)});
 }
+
+// The finiteness of ROWS, checked chunk by chunk as the chunks are hashed (issue 15 item 7: a
+// second pass through the mapping cost more than the hashing). Rows are checked by the chunk they
+// start in; a row running past its chunk's end is read through the mapping.
+struct RowsCheck {
+  const Layout* layout = nullptr;   // null: no check (no readable layout)
+  uint64_t rows_offset = 0;         // ROWS in the file
+  const uint8_t* scales = nullptr;  // SCALES in the mapping (fp8)
+};
 
 struct StatsCheck {
   uint64_t bad = 0;             // rows whose statistics cannot be (owner > total, or load 0)
@@ -64,12 +73,12 @@ void CountBadStats(const uint8_t* st, uint64_t lo, uint64_t hi, StatsCheck* out)
       n += (v[0] > v[1]) | ((v[2] == 0) & (v[1] != 0));
     }
   }
-  out->bad = n;
+  out->bad += n;
   for (uint64_t row = lo; n && row < hi; ++row) {
     uint32_t v[4];
     std::memcpy(v, st + row * kStatsRowSize, sizeof v);
     if (v[0] > v[1] || (v[2] == 0 && v[1] != 0)) {
-      out->first = row;
+      out->first = std::min(out->first, row);
       break;
     }
   }
@@ -80,8 +89,13 @@ void CountBadStats(const uint8_t* st, uint64_t lo, uint64_t hi, StatsCheck* out)
 // STATS chunk right after it is hashed, while it is in cache, instead of a second pass.
 // Chunks are read with pread into a per-thread buffer that stays in cache for the hash (and the
 // STATS check), as xxhsum does: faulting a large mapping in costs more than the copy.
+// Bytes read, hashed and checked at a time: small enough to stay in L2 in between.
+constexpr uint64_t kPieceBytes = 128 << 10;
+
 void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string& path, int threads,
-                 VerifyReport* rep, StatsCheck* stats, base::Reporter& reporter) {
+                 VerifyReport* rep, StatsCheck* stats, const RowsCheck& rows_check,
+                 std::vector<std::pair<uint64_t, uint64_t>>* suspect_rows,
+                 const std::function<void()>& first_task, base::Reporter& reporter) {
   const SectionEntry* sums_e = nullptr;
   for (uint32_t i = 0; i < h.n_sections; ++i)
     if (h.sections[i].type == static_cast<uint32_t>(SectionType::kChunkSums))
@@ -89,6 +103,7 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
   if (!sums_e || sums_e->size % 8) {
     Add(rep, 0, 0, "section CHUNK_SUMS", Code::kCorrupt,
         "CHUNK_SUMS is missing or malformed; chunks cannot be checked");
+    if (first_task) first_task();
     return;
   }
   const uint8_t* sums = data + sums_e->offset;
@@ -120,31 +135,70 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
   if (threads <= 0) threads = omp_get_max_threads();
   std::vector<uint8_t> bad(jobs.size(), 0);
   std::vector<StatsCheck> stats_jobs(jobs.size());
+  // Per job, the rows [first, end) it checked for finiteness, with end = 0 when all are finite.
+  std::vector<std::pair<uint64_t, uint64_t>> row_jobs(jobs.size(), {0, 0});
   std::atomic<uint64_t> done_bytes{0};
   uint64_t total_bytes = 0;
   for (const auto& j : jobs) total_bytes += j.len;
-  const int64_t n_jobs = static_cast<int64_t>(jobs.size());
+  const uint64_t n_jobs = jobs.size();
+  std::atomic<uint64_t> next_job{0};
   std::exception_ptr error;
 #pragma omp parallel num_threads(threads)
   {
-    std::vector<uint8_t> buf(chunk);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t k = 0; k < n_jobs; ++k) {
-      const Job& j = jobs[k];
-      const uint8_t* p = data + j.begin;
+    // Thread 0 runs first_task (the sequential journal scan) first, then joins the others.
+    if (first_task && omp_get_thread_num() == 0) {
       try {
-        base::PreadFull(fd, buf.data(), j.len, j.begin, path);
-        p = buf.data();
+        first_task();
       } catch (...) {
 #pragma omp critical
         if (!error) error = std::current_exception();
       }
-      uint64_t got = hash::Checksum64(p, j.len);
-      bad[k] = got != base::LoadLE<uint64_t>(sums + j.sum_index * 8);
+    }
+    std::vector<uint8_t> buf(chunk);
+    hash::Checksum64Stream sum;
+    for (uint64_t k; (k = next_job.fetch_add(1, std::memory_order_relaxed)) < n_jobs;) {
+      const Job& j = jobs[k];
       const SectionEntry& e = h.sections[j.sec];
-      if (e.type == static_cast<uint32_t>(SectionType::kStats) && e.size % kStatsRowSize == 0) {
-        const uint64_t lo = (j.begin - e.offset) / kStatsRowSize;
-        CountBadStats(p - lo * kStatsRowSize, lo, lo + j.len / kStatsRowSize, &stats_jobs[k]);
+      const uint64_t off = j.begin - e.offset;  // the chunk's start in its section
+      const bool stats_sec =
+          e.type == static_cast<uint32_t>(SectionType::kStats) && e.size % kStatsRowSize == 0;
+      const Layout* l =
+          e.type == static_cast<uint32_t>(SectionType::kRows) ? rows_check.layout : nullptr;
+      const uint64_t stride = l ? l->row_stride() : 1;
+      const uint64_t first_row = (off + stride - 1) / stride;  // rows that start in the chunk
+      uint64_t next_row = first_row;
+      bool finite = true;
+      sum.Reset();
+      // Read in pieces that stay in L2 while they are hashed and checked, as xxhsum does.
+      for (uint64_t at = 0; at < j.len; at += kPieceBytes) {
+        const uint64_t n = std::min(kPieceBytes, j.len - at);
+        try {
+          base::PreadFull(fd, buf.data() + at, n, j.begin + at, path);
+        } catch (...) {
+#pragma omp critical
+          if (!error) error = std::current_exception();
+          break;
+        }
+        sum.Update(buf.data() + at, n);
+        if (stats_sec)  // 16-byte rows: pieces and chunks hold whole rows
+          CountBadStats(buf.data() - off, (off + at) / kStatsRowSize,
+                        (off + at + n) / kStatsRowSize, &stats_jobs[k]);
+        if (l) {  // the rows read whole by now
+          const uint64_t upto = std::min(l->total_rows, (off + at + n) / stride);
+          if (upto > next_row && finite)
+            finite = base::AllFinite(l->dtype, buf.data() + (next_row * stride - off),
+                                     rows_check.scales + next_row * l->scale_stride(),
+                                     (upto - next_row) * l->row_dim);
+          next_row = std::max(next_row, upto);
+        }
+      }
+      bad[k] = sum.Digest() != base::LoadLE<uint64_t>(sums + j.sum_index * 8);
+      if (l) {  // a last row running on past the chunk: through the mapping
+        const uint64_t end = std::min(l->total_rows, (off + j.len + stride - 1) / stride);
+        for (uint64_t r = next_row; finite && r < end; ++r)
+          finite = base::AllFinite(l->dtype, data + rows_check.rows_offset + r * stride,
+                                   rows_check.scales + r * l->scale_stride(), l->row_dim);
+        if (!finite) row_jobs[k] = {first_row, end};
       }
       uint64_t d = done_bytes.fetch_add(j.len, std::memory_order_relaxed) + j.len;
       if (omp_get_thread_num() == 0) reporter.Progress("verify checksums", d, total_bytes, "bytes");
@@ -152,6 +206,8 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
   }
   if (error) std::rethrow_exception(error);
   reporter.ProgressDone("verify checksums");
+  for (const auto& r : row_jobs)
+    if (r.second) suspect_rows->push_back(r);
   for (const StatsCheck& c : stats_jobs) {
     stats->bad += c.bad;
     stats->first = std::min(stats->first, c.first);
@@ -213,24 +269,13 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
 }
 
 // Every stored row value must be finite (§ rows): Inf/NaN would poison the model's activations.
-void CheckRowsFinite(const Reader& r, int threads, VerifyReport* rep) {
+// CheckChunks found the row ranges holding a non-finite value; this names the rows.
+void ReportNonFiniteRows(const Reader& r, const std::vector<std::pair<uint64_t, uint64_t>>& suspect,
+                         VerifyReport* rep) {
   const Layout& l = r.layout();
-  const uint64_t rows = l.total_rows;
-  if (!rows || !l.row_dim) return;
-  constexpr uint64_t kBlockRows = 1 << 14;
-  const int64_t n_blocks = static_cast<int64_t>((rows + kBlockRows - 1) / kBlockRows);
-  std::vector<uint8_t> bad(n_blocks, 0);
-  if (threads <= 0) threads = omp_get_max_threads();
-#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    uint64_t r0 = static_cast<uint64_t>(b) * kBlockRows, n = std::min(kBlockRows, rows - r0);
-    bad[b] = !base::AllFinite(l.dtype, r.RowBytes(r0), r.ScaleBytes(r0), n * l.row_dim);
-  }
   uint64_t count = 0, first = 0;
   size_t first_value = 0;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    if (!bad[b]) continue;
-    uint64_t r0 = static_cast<uint64_t>(b) * kBlockRows, end = std::min(rows, r0 + kBlockRows);
+  for (const auto& [r0, end] : suspect) {
     for (uint64_t row = r0; row < end; ++row) {
       size_t i = base::FirstNonFinite(l.dtype, r.RowBytes(row), r.ScaleBytes(row), l.row_dim);
       if (i == l.row_dim) continue;
@@ -379,23 +424,33 @@ VerifyReport Verify(const std::string& path, const VerifyOptions& o, base::Repor
     if (e.code() != Code::kCorrupt) throw;
     layout_problem = e.what();
   }
-  std::future<JournalState> journal;
+  // The journal scan, which needs the layout, runs on one of the checksum threads before it
+  // takes chunks, so the sequential scan and the parallel chunks share the cores.
+  JournalState js;
+  std::function<void()> scan_journal;
   if (reader)
-    journal = std::async(std::launch::async, [&path, &h, &reader, len] {
+    scan_journal = [&path, &h, &reader, len, &js] {
       base::UniqueFd jfd = base::OpenFile(path, O_RDONLY);
       ::posix_fadvise(jfd.get(), static_cast<off_t>(h.file_size), 0, POSIX_FADV_SEQUENTIAL);
-      return ReadJournal(jfd.get(), path, h, reader->layout(), len, /*keep_entries=*/false);
-    });
+      js = ReadJournal(jfd.get(), path, h, reader->layout(), len, /*keep_entries=*/false);
+    };
   StatsCheck stats;
-  try {
-    // The journal scan is sequential and usually the longer task: leave it a core.
-    int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
-    if (journal.valid() && len > h.file_size && threads > 1) --threads;
-    CheckChunks(h, fd.get(), map.data(), path, threads, &rep, &stats, reporter);
-  } catch (...) {
-    if (journal.valid()) journal.wait();  // it reads through `reader`, which must outlive it
-    throw;
+  RowsCheck rows_check;
+  std::vector<std::pair<uint64_t, uint64_t>> suspect_rows;
+  if (reader) {
+    const Layout& l = reader->layout();
+    const SectionEntry* rows = reader->FindSection(SectionType::kRows);
+    const SectionEntry* scales = reader->FindSection(SectionType::kScales);
+    const uint64_t scale_bytes = l.total_rows * l.scale_stride();
+    if (rows && l.row_dim && rows->size == l.total_rows * l.row_stride() &&
+        (scale_bytes == 0 || (scales && scales->size == scale_bytes))) {
+      rows_check.layout = &l;
+      rows_check.rows_offset = rows->offset;
+      rows_check.scales = scale_bytes ? map.data() + scales->offset : nullptr;
+    }
   }
+  CheckChunks(h, fd.get(), map.data(), path, o.threads > 0 ? o.threads : omp_get_max_threads(),
+              &rep, &stats, rows_check, &suspect_rows, scan_journal, reporter);
   if (!layout_problem.empty()) Add(&rep, 0, 0, "layout", Code::kCorrupt, layout_problem);
   if (reader) {
     const Layout& l = reader->layout();
@@ -405,8 +460,7 @@ VerifyReport Verify(const std::string& path, const VerifyOptions& o, base::Repor
           kStatsRowSize, "section STATS", Code::kCorrupt,
           std::to_string(stats.bad) + " rows have inconsistent statistics (first: row " +
               std::to_string(stats.first) + ")");
-    CheckRowsFinite(*reader, o.threads, &rep);
-    JournalState js = journal.get();
+    if (!suspect_rows.empty()) ReportNonFiniteRows(*reader, suspect_rows, &rep);
     for (const NonFiniteRecord& e : js.non_finite)
       Add(&rep, e.offset, 0, "journal", Code::kCorrupt,
           "the journal record at offset " + std::to_string(e.offset) + " (layer " +

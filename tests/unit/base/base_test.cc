@@ -78,6 +78,53 @@ TEST_CASE("dtype names parse both ways") {
   CHECK(!ParseDType("int8").has_value());
 }
 
+TEST_CASE("FirstNonFinite finds every Inf and NaN, at every index and tail length") {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
+    CAPTURE(DTypeName(t));
+    const size_t width = t == DType::kF32 ? 4 : t == DType::kF8E4M3 ? 1 : 2;
+    for (size_t n : {1u, 3u, 7u, 8u, 9u, 31u, 32u, 33u, 64u, 70u}) {
+      CAPTURE(n);
+      // Large finite values, both signs: near the top of the dtype's range (all exponent bits
+      // but one set); for fp8 a large scale (0xE5) over values up to 448.
+      const float big = t == DType::kF8E4M3 ? 1e30f : MaxFinite(t) * 0.99f;
+      std::vector<float> row(n);
+      for (size_t i = 0; i < n; ++i) row[i] = (i % 2 ? -1.0f : 1.0f) * big / (1 + i % 3);
+      std::vector<uint8_t> bytes(n * width), scales((n + kFp8BlockSize - 1) / kFp8BlockSize);
+      EncodeRow(t, row, bytes.data(), scales.data());
+      CHECK(FirstNonFinite(t, bytes.data(), scales.data(), n) == n);
+      CHECK(AllFinite(t, bytes.data(), scales.data(), n));
+      for (size_t at = 0; at < n; ++at) {
+        for (float bad : {inf, -inf, nan, -nan}) {
+          std::vector<uint8_t> b = bytes;
+          if (t == DType::kF32) {
+            std::memcpy(&b[at * 4], &bad, 4);
+          } else if (t == DType::kBF16 || t == DType::kF16) {
+            uint16_t v = t == DType::kBF16 ? FloatToBF16(bad) : FloatToF16(bad);
+            std::memcpy(&b[at * 2], &v, 2);
+          } else {
+            b[at] = std::signbit(bad) ? 0xFF : 0x7F;  // e4m3fn has NaN only
+          }
+          CHECK(FirstNonFinite(t, b.data(), scales.data(), n) == at);
+          CHECK(!AllFinite(t, b.data(), scales.data(), n));
+        }
+      }
+    }
+  }
+  // fp8: a scale of 0xFF is NaN; high scales are finite until value x scale overflows.
+  std::vector<uint8_t> v(64, 0x38), sc(2, 127);  // 1.0 x 2^0
+  CHECK(FirstNonFinite(DType::kF8E4M3, v.data(), sc.data(), 64) == 64);
+  sc[1] = 0xFF;
+  CHECK(FirstNonFinite(DType::kF8E4M3, v.data(), sc.data(), 64) == 32);
+  sc[1] = 0xF5;  // 2^118: finite
+  CHECK(FirstNonFinite(DType::kF8E4M3, v.data(), sc.data(), 64) == 64);
+  sc[1] = 0xFE;  // 2^127: 1.0 still finite, 448 x 2^127 is not
+  CHECK(FirstNonFinite(DType::kF8E4M3, v.data(), sc.data(), 64) == 64);
+  v[40] = 0x7E;  // 448
+  CHECK(FirstNonFinite(DType::kF8E4M3, v.data(), sc.data(), 64) == 40);
+}
+
 TEST_CASE("JSON parser: values, escapes, exact integers, errors with position") {
   Json j = Json::Parse(
       R"({"a": [1, -2, 3.5, true, null], "s": "x\u00e9\ud83d\ude00\n", "big": 18446744073709551615})",

@@ -164,6 +164,14 @@ TEST_CASE("checksum streaming equals one-shot") {
   s.Update(data.data() + 333, data.size() - 333);
   CHECK(s.Digest() == Checksum64(data.data(), data.size()));
   CHECK(Checksum64("", 0) == 0x2D06800538D394C2ull);  // XXH3-64 of the empty input
+  // Pieces of every size class (the vector builds take those of 1 KiB and more), after Reset.
+  for (size_t piece : {1u, 100u, 1023u, 1024u, 4096u, 32768u}) {
+    CAPTURE(piece);
+    s.Reset();
+    for (size_t at = 0; at < data.size(); at += piece)
+      s.Update(data.data() + at, std::min(piece, data.size() - at));
+    CHECK(s.Digest() == Checksum64(data.data(), data.size()));
+  }
 }
 
 #include <random>
