@@ -7,34 +7,39 @@
 
 #include "engram/base/file.h"
 #include "engram/model/fit.h"
+#include "engram/model/plugin.h"
 #include "engram/model/run.h"
 #include "engram/model/session.h"
 
 namespace engram::model {
 
-RunFn LoadModelPlugin() {
+void* OpenPluginLibrary(const std::string& file, const char* env_var, std::string* errors) {
   std::vector<std::string> candidates;
-  if (const char* p = std::getenv("ENGRAM_MODEL_PLUGIN"); p && *p) candidates.push_back(p);
+  if (const char* p = std::getenv(env_var); p && *p) candidates.push_back(p);
   char exe[4096];
   ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) {
     exe[n] = '\0';
     std::string dir = base::DirName(exe);
-    candidates.push_back(dir + "/../lib/libengram_model.so");
-    candidates.push_back(dir + "/libengram_model.so");
+    candidates.push_back(dir + "/../lib/" + file);
+    candidates.push_back(dir + "/" + file);
   }
-  candidates.push_back("libengram_model.so");
-  std::string errors;
+  candidates.push_back(file);
   for (const auto& c : candidates) {
     if (c.find('/') != std::string::npos && !base::PathExists(c)) continue;
-    void* h = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-      errors += std::string("\n  ") + ::dlerror();
-      continue;
-    }
+    if (void* h = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+    *errors += std::string("\n  ") + ::dlerror();
+  }
+  return nullptr;
+}
+
+RunFn LoadModelPlugin() {
+  std::string errors;
+  if (void* h = OpenPluginLibrary("libengram_model.so", "ENGRAM_MODEL_PLUGIN", &errors)) {
     auto fn = reinterpret_cast<RunFn>(::dlsym(h, kRunSymbol));
-    ENGRAM_CHECK(fn != nullptr, Code::kInternal,
-                 c << " has no " << kRunSymbol << "; it belongs to another engramctl version");
+    ENGRAM_CHECK(
+        fn != nullptr, Code::kInternal,
+        "libengram_model.so has no " << kRunSymbol << "; it belongs to another engramctl version");
     return fn;
   }
   ENGRAM_THROW(

@@ -1,15 +1,14 @@
 // `run --remote`: one OpenAI chat request over cpp-httplib, the reply and engramctl's hit rates.
-#include "engram/serve/client.h"
-
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
 
 #include "engram/base/error.h"
+#include "engram/serve/api.h"
 
 namespace engram::serve {
 
-RemoteReply RemoteChat(const RemoteOptions& o) {
+RemoteReply HttpRemoteChat(const RemoteOptions& o) {
   using nlohmann::json;
   const std::string& url = o.base_url;
   const size_t scheme_end = url.find("://");

@@ -1,7 +1,5 @@
 // HTTP side of `serve`: request parsing and responses (nlohmann-json), auth, the bounded queue
 // and the scheduler thread that batches queued requests into model::Session::GenerateBatch.
-#include "engram/serve/server.h"
-
 #include <httplib.h>
 
 #include <algorithm>
@@ -18,6 +16,7 @@
 
 #include "engram/base/error.h"
 #include "engram/base/units.h"
+#include "engram/serve/api.h"
 
 namespace engram::serve {
 
@@ -67,7 +66,7 @@ constexpr double kLatencyBuckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 6
 
 }  // namespace
 
-struct Server::Impl {
+struct HttpServer::Impl {
   ServeOptions opts;
   base::Reporter& rep;
   httplib::Server http;
@@ -596,12 +595,12 @@ struct Server::Impl {
   }
 };
 
-Server::Server(ServeOptions opts, base::Reporter& rep)
+HttpServer::HttpServer(ServeOptions opts, base::Reporter& rep)
     : impl_(std::make_unique<Impl>(std::move(opts), rep)) {}
 
-Server::~Server() { Shutdown(); }
+HttpServer::~HttpServer() { Shutdown(); }
 
-int Server::Start() {
+int HttpServer::Start() {
   Impl& d = *impl_;
   const size_t threads =
       (d.opts.queue_capacity ? d.opts.queue_capacity : 4 * d.opts.max_batch) + d.opts.max_batch + 8;
@@ -654,7 +653,7 @@ int Server::Start() {
   return d.port;
 }
 
-void Server::SetSession(std::unique_ptr<model::Session> session) {
+void HttpServer::SetSession(std::unique_ptr<model::Session> session) {
   Impl& d = *impl_;
   {
     std::lock_guard<std::mutex> lock(d.mu);
@@ -664,7 +663,7 @@ void Server::SetSession(std::unique_ptr<model::Session> session) {
   d.scheduler = std::thread([&d] { d.SchedulerLoop(); });
 }
 
-void Server::Shutdown() {
+void HttpServer::Shutdown() {
   Impl& d = *impl_;
   {
     std::unique_lock<std::mutex> lock(d.mu);
@@ -679,4 +678,44 @@ void Server::Shutdown() {
   if (d.listen_thread.joinable()) d.listen_thread.join();
 }
 
+namespace {
+
+template <typename F>
+int Guard(std::string* error, F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const Error& e) {
+    *error = e.what();
+    return 1 + static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    *error = e.what();
+    return 1 + static_cast<int>(Code::kInternal);
+  }
+}
+
+const ServeApi kApi = {
+    [](const ServeOptions* o, base::Reporter* rep, HttpServer** out, std::string* error) {
+      return Guard(error, [&] { *out = new HttpServer(*o, *rep); });
+    },
+    [](HttpServer* s, int* port, std::string* error) {
+      return Guard(error, [&] { *port = s->Start(); });
+    },
+    [](HttpServer* s, model::Session* session) {
+      s->SetSession(std::unique_ptr<model::Session>(session));
+    },
+    [](HttpServer* s) { s->Shutdown(); },
+    [](HttpServer* s) { delete s; },
+    [](const RemoteOptions* o, RemoteReply* out, std::string* error) {
+      return Guard(error, [&] { *out = HttpRemoteChat(*o); });
+    },
+};
+
+}  // namespace
+
 }  // namespace engram::serve
+
+extern "C" __attribute__((visibility("default"))) const engram::serve::ServeApi*
+engram_serve_api_v1() {
+  return &engram::serve::kApi;
+}
