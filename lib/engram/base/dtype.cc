@@ -221,7 +221,7 @@ namespace {
 // exactly then (low is mask's lowest bit in each lane; mask leaves the top bit clear). With
 // `and_top`, the lane's own top bit must be set too. No branches, and built for AVX2 where the
 // CPU has it: finite rows, nearly all, cost a fraction of a cycle a byte.
-__attribute__((target_clones("avx2", "default"), optimize("O3"))) uint64_t LanesAllOnes(
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3"))) uint64_t LanesAllOnes(
     const uint8_t* p, size_t bytes, uint64_t mask, uint64_t low, bool and_top) noexcept {
   const uint64_t top = (mask + low) & ~mask;
   const uint64_t keep = and_top ? top : 0;  // the top bits x must have too

@@ -14,6 +14,9 @@
 namespace engram::hash::detail {
 
 uint64_t Checksum64Avx2(const void* data, size_t n) noexcept { return XXH3_64bits(data, n); }
+uint64_t Checksum64SeededAvx2(const void* data, size_t n, uint64_t seed) noexcept {
+  return XXH3_64bits_withSeed(data, n, seed);
+}
 
 // state: an XXH3_state_t (the same layout in every build of the header).
 void Checksum64UpdateAvx2(void* state, const void* data, size_t n) noexcept {

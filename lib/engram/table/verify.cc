@@ -154,7 +154,7 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
         if (!error) error = std::current_exception();
       }
     }
-    std::vector<uint8_t> buf(chunk);
+    std::unique_ptr<uint8_t[]> buf(new uint8_t[chunk]);  // every byte is read into before use
     hash::Checksum64Stream sum;
     for (uint64_t k; (k = next_job.fetch_add(1, std::memory_order_relaxed)) < n_jobs;) {
       const Job& j = jobs[k];
@@ -173,20 +173,20 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
       for (uint64_t at = 0; at < j.len; at += kPieceBytes) {
         const uint64_t n = std::min(kPieceBytes, j.len - at);
         try {
-          base::PreadFull(fd, buf.data() + at, n, j.begin + at, path);
+          base::PreadFull(fd, buf.get() + at, n, j.begin + at, path);
         } catch (...) {
 #pragma omp critical
           if (!error) error = std::current_exception();
           break;
         }
-        sum.Update(buf.data() + at, n);
+        sum.Update(buf.get() + at, n);
         if (stats_sec)  // 16-byte rows: pieces and chunks hold whole rows
-          CountBadStats(buf.data() - off, (off + at) / kStatsRowSize,
-                        (off + at + n) / kStatsRowSize, &stats_jobs[k]);
+          CountBadStats(buf.get() - off, (off + at) / kStatsRowSize, (off + at + n) / kStatsRowSize,
+                        &stats_jobs[k]);
         if (l) {  // the rows read whole by now
           const uint64_t upto = std::min(l->total_rows, (off + at + n) / stride);
           if (upto > next_row && finite)
-            finite = base::AllFinite(l->dtype, buf.data() + (next_row * stride - off),
+            finite = base::AllFinite(l->dtype, buf.get() + (next_row * stride - off),
                                      rows_check.scales + next_row * l->scale_stride(),
                                      (upto - next_row) * l->row_dim);
           next_row = std::max(next_row, upto);

@@ -172,6 +172,12 @@ TEST_CASE("checksum streaming equals one-shot") {
       s.Update(data.data() + at, std::min(piece, data.size() - at));
     CHECK(s.Digest() == Checksum64(data.data(), data.size()));
   }
+  // The seeded checksum (journal records) on long inputs: seed 0 is the unseeded XXH3, and other
+  // seeds give other values.
+  for (size_t n : {241u, 600u, 1024u, 4097u, 100000u}) {
+    CHECK(Checksum64Seeded(data.data(), n, 0) == Checksum64(data.data(), n));
+    CHECK(Checksum64Seeded(data.data(), n, 7) != Checksum64Seeded(data.data(), n, 8));
+  }
 }
 
 #include <random>
