@@ -45,7 +45,7 @@ bool WantsHelpOrVersion(int argc, char** argv) {
 
 // CLI11's usage errors, in the `engramctl <verb>: ...` form with the flag's name. Extra
 // arguments are never echoed (they are often a prompt).
-int UsageError(const CLI::ParseError& e, CLI::App& app, const std::string& verb) {
+int UsageError(const CLI::ParseError& e, CLI::App& app) {
   CLI::App* where = &app;
   for (CLI::App* sub : app.get_subcommands()) where = sub;
   std::string name = where == &app ? std::string() : " " + where->get_name();
@@ -71,7 +71,6 @@ int UsageError(const CLI::ParseError& e, CLI::App& app, const std::string& verb)
   }
   std::fprintf(stderr, "engramctl%s: %s\nsee 'engramctl%s --help'\n", name.c_str(), msg.c_str(),
                name.c_str());
-  (void)verb;
   return engramctl::kExitUsage;
 }
 
@@ -138,7 +137,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
-    return UsageError(e, app, verb);
+    return UsageError(e, app);
   } catch (const engram::Error& e) {
     for (auto* sub : app.get_subcommands()) verb = sub->get_name();
     std::fprintf(stderr, "engramctl %s: %s\n", verb.c_str(), e.what());

@@ -232,7 +232,6 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (uint32_t i = 0; i < h.n_sections; ++i)
     ranges.emplace_back(h.sections[i].offset, h.sections[i].size);
-  std::sort(ranges.begin(), ranges.end());
   uint64_t at = kHeaderSize;
   auto check_gap = [&](uint64_t from, uint64_t to) {
     for (uint64_t k = from; k < to; ++k)
