@@ -115,7 +115,10 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
   st.file_end = file_length;
   const uint64_t seed = h.header_checksum;
   std::vector<JournalEntry> pending;
-  std::vector<uint64_t> pending_sums;
+  // The batch being read: its entry count, first seq, and the digest of its record checksums
+  // (streamed: a batch of 160,000 records grew a vector of sums by reallocation).
+  uint64_t pending_count = 0;
+  hash::Checksum64Stream pending_digest;
   uint64_t pending_first_seq = 0;
   std::vector<NonFiniteRecord> pending_non_finite;
   uint64_t pos = h.file_size;
@@ -210,9 +213,12 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
              true);
         break;
       }
-      if (pending_sums.empty()) pending_first_seq = rseq;
+      if (pending_count == 0) pending_first_seq = rseq;
       if (keep_entries) pending.push_back(std::move(e));
-      pending_sums.push_back(sum);
+      uint8_t sum_le[8];
+      StoreLE<uint64_t>(sum_le, sum);
+      pending_digest.Update(sum_le, 8);
+      ++pending_count;
     } else {
       bool ok = psize == kCommitPayloadSize;
       uint64_t first_seq = 0, n_entries = 0, digest = 0;
@@ -220,8 +226,8 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
         first_seq = LoadLE<uint64_t>(p);
         n_entries = LoadLE<uint64_t>(p + 8);
         digest = LoadLE<uint64_t>(p + 24);
-        ok = n_entries >= 1 && n_entries == pending_sums.size() && first_seq == pending_first_seq &&
-             digest == hash::Checksum64(pending_sums.data(), pending_sums.size() * 8);
+        ok = n_entries >= 1 && n_entries == pending_count && first_seq == pending_first_seq &&
+             digest == pending_digest.Digest();
       }
       if (!ok) {
         stop("commit record at offset " + std::to_string(pos) +
@@ -233,12 +239,13 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
         st.overlay[e.row] = static_cast<uint32_t>(st.committed.size());
         st.committed.push_back(std::move(e));
       }
-      st.n_committed += pending_sums.size();
+      st.n_committed += pending_count;
       st.non_finite.insert(st.non_finite.end(), pending_non_finite.begin(),
                            pending_non_finite.end());
       pending_non_finite.clear();
       pending.clear();
-      pending_sums.clear();
+      pending_count = 0;
+      pending_digest.Reset();
       st.n_commits++;
       st.committed_end = pos + kRecordHeaderSize + padded;
       st.last_commit_checksum = sum;
@@ -248,8 +255,7 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
     ++seq;
   }
   if (st.tail_reason.empty() && st.committed_end < file_length)
-    st.tail_reason =
-        std::to_string(pending_sums.size()) + " entry record(s) without a commit record";
+    st.tail_reason = std::to_string(pending_count) + " entry record(s) without a commit record";
 
   // Commit slots (§5.6): what the last completed append recorded, outside the journal.
   st.has_slots = (h.optional_flags & kOptCommitSlots) != 0;
