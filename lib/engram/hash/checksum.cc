@@ -21,57 +21,46 @@ void Checksum64UpdateAvx512(void* state, const void* data, size_t n) noexcept;
 }  // namespace detail
 
 namespace {
-using Fn = uint64_t (*)(const void*, size_t) noexcept;
-uint64_t Checksum64Generic(const void* data, size_t n) noexcept { return XXH3_64bits(data, n); }
-Fn Pick() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return detail::Checksum64Avx512;
-  if (__builtin_cpu_supports("avx2")) return detail::Checksum64Avx2;
-#endif
-  return Checksum64Generic;
-}
-const Fn kBulk = Pick();
 
-using UpdateFn = void (*)(void*, const void*, size_t) noexcept;
+uint64_t Checksum64Generic(const void* data, size_t n) noexcept { return XXH3_64bits(data, n); }
 void UpdateGeneric(void* state, const void* data, size_t n) noexcept {
   XXH3_64bits_update(static_cast<XXH3_state_t*>(state), data, n);
 }
-UpdateFn PickUpdate() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return detail::Checksum64UpdateAvx512;
-  if (__builtin_cpu_supports("avx2")) return detail::Checksum64UpdateAvx2;
-#endif
-  return UpdateGeneric;
-}
-const UpdateFn kUpdate = PickUpdate();
-
-using SeededFn = uint64_t (*)(const void*, size_t, uint64_t) noexcept;
 uint64_t SeededGeneric(const void* data, size_t n, uint64_t seed) noexcept {
   return XXH3_64bits_withSeed(data, n, seed);
 }
-SeededFn PickSeeded() {
+
+// One build of each entry point, chosen once for this CPU.
+struct Builds {
+  uint64_t (*bulk)(const void*, size_t) noexcept;
+  void (*update)(void*, const void*, size_t) noexcept;
+  uint64_t (*seeded)(const void*, size_t, uint64_t) noexcept;
+};
+Builds Pick() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return detail::Checksum64SeededAvx512;
-  if (__builtin_cpu_supports("avx2")) return detail::Checksum64SeededAvx2;
+  if (__builtin_cpu_supports("avx512f"))
+    return {detail::Checksum64Avx512, detail::Checksum64UpdateAvx512,
+            detail::Checksum64SeededAvx512};
+  if (__builtin_cpu_supports("avx2"))
+    return {detail::Checksum64Avx2, detail::Checksum64UpdateAvx2, detail::Checksum64SeededAvx2};
 #endif
-  return SeededGeneric;
+  return {Checksum64Generic, UpdateGeneric, SeededGeneric};
 }
-const SeededFn kSeeded = PickSeeded();
+const Builds kBuilds = Pick();
+
 }  // namespace
 
 uint64_t Checksum64(const void* data, size_t n) noexcept {
   // Short inputs do not amortise the indirect call and gain nothing from wider vectors.
   if (n < 1024) return XXH3_64bits(data, n);
-  return kBulk(data, n);
+  return kBuilds.bulk(data, n);
 }
 
 uint64_t Checksum64Seeded(const void* data, size_t n, uint64_t seed) noexcept {
   // Journal records (~0.5-2 KiB) already gain from the wider builds.
   if (n <= 240) return XXH3_64bits_withSeed(data, n, seed);
-  return kSeeded(data, n, seed);
+  return kBuilds.seeded(data, n, seed);
 }
 
 struct Checksum64Stream::State {
@@ -87,7 +76,7 @@ void Checksum64Stream::Update(const void* data, size_t n) noexcept {
   if (n < 1024)
     XXH3_64bits_update(&state_->s, data, n);
   else
-    kUpdate(&state_->s, data, n);
+    kBuilds.update(&state_->s, data, n);
 }
 
 uint64_t Checksum64Stream::Digest() const noexcept { return XXH3_64bits_digest(&state_->s); }

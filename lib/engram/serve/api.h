@@ -15,19 +15,8 @@ namespace engram::serve {
 
 inline constexpr const char* kServeApiSymbol = "engram_serve_api_v1";
 
-// The HTTP server behind Server (server.cc).
-class HttpServer {
- public:
-  HttpServer(ServeOptions opts, base::Reporter& rep);
-  ~HttpServer();
-  int Start();
-  void SetSession(std::unique_ptr<model::Session> session);
-  void Shutdown();
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
+// The HTTP server behind Server (defined in server.cc, used only through the table below).
+class HttpServer;
 
 // RemoteChat over HTTP (client.cc).
 RemoteReply HttpRemoteChat(const RemoteOptions& o);

@@ -66,6 +66,19 @@ constexpr double kLatencyBuckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 6
 
 }  // namespace
 
+class HttpServer {
+ public:
+  HttpServer(ServeOptions opts, base::Reporter& rep);
+  ~HttpServer();
+  int Start();
+  void SetSession(std::unique_ptr<model::Session> session);
+  void Shutdown();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 struct HttpServer::Impl {
   ServeOptions opts;
   base::Reporter& rep;
