@@ -300,14 +300,7 @@ uint64_t ExactCounter::records() const {
 }
 
 void ExactCounter::Merge(const std::function<void(uint32_t order)>& begin_order,
-                         const RecordSink& sink,
-                         const std::function<void(uint64_t done, uint64_t total)>& progress) {
-  const uint64_t total = records();
-  uint64_t done = 0;
-  auto on_consumed = [&](uint64_t k) {
-    done += k;
-    if (progress) progress(done, total);
-  };
+                         const RecordSink& sink) {
   // Every in-memory counter sorts its records in place, all at once in parallel.
   const size_t orders = spec_.max_order - hash::kMinOrder + 1;
   // Counter i is thread i / orders's counter of order kMinOrder + i % orders.
@@ -331,7 +324,7 @@ void ExactCounter::Merge(const std::function<void(uint32_t order)>& begin_order,
       if (sorted[i])
         sources.push_back(std::make_unique<MemSource>(sorted[i], CounterAt(i).size(), n));
     }
-    KWayMerge(sources, n, sink, on_consumed);
+    KWayMerge(sources, n, sink);
   }
 }
 
@@ -404,6 +397,24 @@ constexpr size_t kAssignBatch = 16;
 
 namespace {
 
+// A row's owner cells: its owner's tag and count, and (STATS) the occurrences and distinct
+// n-grams of the row.
+struct RowState {
+  uint32_t tag, owner_count, total, distinct;
+};
+
+// The owner rule (§6): the n-gram with the highest count owns the row, ties to the smaller tag;
+// occurrences and distinct n-grams add up (saturating).
+inline void Offer(RowState& r, uint32_t tag, uint64_t count) {
+  const uint32_t cc = Sat32(count);
+  if (cc > r.owner_count || (cc == r.owner_count && tag < r.tag) || r.tag == hash::kNoOwner) {
+    r.tag = tag;
+    r.owner_count = cc;
+  }
+  r.total = Sat32(uint64_t{r.total} + count);
+  r.distinct = Sat32(uint64_t{r.distinct} + 1);
+}
+
 // The owner cells of the table itself: TAGS and STATS (or the owner-count array), 2 cache lines
 // a row.
 struct TableCells {
@@ -412,41 +423,36 @@ struct TableCells {
     __builtin_prefetch(oa->tags + row, 1);
     if (oa->stats) __builtin_prefetch(oa->stats + row * kStatsRowSize, 1);
   }
+  RowState Load(uint64_t row) const {
+    if (!oa->stats) return {oa->tags[row], oa->own[row], 0, 0};
+    const uint8_t* st = oa->stats + row * kStatsRowSize;
+    return {oa->tags[row], base::LoadLE<uint32_t>(st), base::LoadLE<uint32_t>(st + 4),
+            base::LoadLE<uint32_t>(st + 8)};
+  }
+  void Store(uint64_t row, const RowState& r) const {
+    oa->tags[row] = r.tag;
+    if (!oa->stats) {
+      oa->own[row] = r.owner_count;
+      return;
+    }
+    uint8_t* st = oa->stats + row * kStatsRowSize;
+    base::StoreLE<uint32_t>(st, r.owner_count);
+    base::StoreLE<uint32_t>(st + 4, r.total);
+    base::StoreLE<uint32_t>(st + 8, r.distinct);
+  }
   void Offer(uint64_t row, uint32_t tag, uint64_t count) const {
-    const uint32_t cc = Sat32(count);
-    uint8_t* st = oa->stats ? oa->stats + row * kStatsRowSize : nullptr;
-    const uint32_t cur = st ? base::LoadLE<uint32_t>(st) : oa->own[row];
-    const uint32_t cur_tag = oa->tags[row];
-    if (cc > cur || (cc == cur && tag < cur_tag) || cur_tag == hash::kNoOwner) {
-      oa->tags[row] = tag;
-      if (st)
-        base::StoreLE<uint32_t>(st, cc);
-      else
-        oa->own[row] = cc;
-    }
-    if (st) {
-      base::StoreLE<uint32_t>(st + 4, Sat32(uint64_t{base::LoadLE<uint32_t>(st + 4)} + count));
-      base::StoreLE<uint32_t>(st + 8, Sat32(uint64_t{base::LoadLE<uint32_t>(st + 8)} + 1));
-    }
+    RowState r = Load(row);
+    table::Offer(r, tag, count);
+    Store(row, r);
   }
 };
 
 // The same cells packed 16 bytes a row (one cache line), copied into the table at the end.
-struct RowState {
-  uint32_t tag, owner_count, total, distinct;
-};
 struct StateCells {
   RowState* rows;
   void Prefetch(uint64_t row) const { __builtin_prefetch(rows + row, 1); }
   void Offer(uint64_t row, uint32_t tag, uint64_t count) const {
-    RowState& r = rows[row];
-    const uint32_t cc = Sat32(count);
-    if (cc > r.owner_count || (cc == r.owner_count && tag < r.tag) || r.tag == hash::kNoOwner) {
-      r.tag = tag;
-      r.owner_count = cc;
-    }
-    r.total = Sat32(uint64_t{r.total} + count);
-    r.distinct = Sat32(uint64_t{r.distinct} + 1);
+    table::Offer(rows[row], tag, count);
   }
 };
 
@@ -587,19 +593,9 @@ uint64_t ExactCounter::AssignOwners(const Layout& l, OwnerArrays* oa,
   }
   if (error) std::rethrow_exception(error);
   const int64_t rows = static_cast<int64_t>(l.total_rows);
+  const TableCells table{oa};
 #pragma omp parallel for schedule(static) num_threads(static_cast <int>(shares))
-  for (int64_t r = 0; r < rows; ++r) {
-    const RowState& st = cells.rows[r];
-    oa->tags[r] = st.tag;
-    if (oa->stats) {
-      uint8_t* p = oa->stats + r * kStatsRowSize;
-      base::StoreLE<uint32_t>(p, st.owner_count);
-      base::StoreLE<uint32_t>(p + 4, st.total);
-      base::StoreLE<uint32_t>(p + 8, st.distinct);
-    } else {
-      oa->own[r] = st.owner_count;
-    }
-  }
+  for (int64_t r = 0; r < rows; ++r) table.Store(static_cast<uint64_t>(r), cells.rows[r]);
   return distinct;
 }
 

@@ -42,24 +42,20 @@ class ExactCounter {
   // threads by hash, so every thread (0..threads-1) must be given every block, and no n-gram is
   // counted by two threads. Different threads may call concurrently.
   void AddBlock(const TokenBlock& block, int thread);
-  // Streams every order's merged records, in order (all of order 2 first, ...), to the sinks.
-  // progress(done, total) is called now and then with input records consumed of records().
-  // Call Merge (or WriteMerged) once: it sorts the in-memory counters in place.
-  void Merge(const std::function<void(uint32_t order)>& begin_order, const RecordSink& sink,
-             const std::function<void(uint64_t done, uint64_t total)>& progress = {});
   // Records the merge reads: spilled ones plus those still in memory.
   uint64_t records() const;
-  // Chooses the owners into `arrays` the way OwnerAssigner does from Merge's stream, with each
-  // thread merging its own share (a share with no spill run is read straight from its counter,
-  // unsorted: owner choice and STATS sums do not depend on the order of the records). Returns
-  // the distinct n-grams. The arrays are overwritten, as for a new table: owners are chosen in
-  // a packed copy of 16 bytes a row (one cache line a row), then copied in. Call it once,
-  // instead of Merge.
+  // Chooses the owners into `arrays` as OwnerAssigner would from every share's merged records,
+  // with each thread merging its own share (a share with no spill run is read straight from its
+  // counter, unsorted: owner choice and STATS sums do not depend on the order of the records).
+  // Returns the distinct n-grams. The arrays are overwritten, as for a new table: owners are
+  // chosen in a packed copy of 16 bytes a row (one cache line a row), then copied in. Call it
+  // once, instead of WriteMerged.
   uint64_t AssignOwners(const Layout& layout, OwnerArrays* arrays,
                         const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 
   // Writes every order's merged records to a part stream: records of order 2, a terminator
-  // (count 0), records of order 3, a terminator, ...
+  // (count 0), records of order 3, a terminator, ... Call it once: it sorts the in-memory counters
+  // in place.
   void WriteMerged(class ZstdWriter& w);
 
   uint64_t runs() const noexcept { return runs_.size(); }
@@ -68,6 +64,9 @@ class ExactCounter {
  private:
   struct ThreadState;
   void Spill(ThreadState& t);
+  // Streams every order's records, all shares merged in numeric order (all of order 2 first, ...),
+  // to the sinks.
+  void Merge(const std::function<void(uint32_t order)>& begin_order, const RecordSink& sink);
   const hash::AddressSpec& spec_;
   uint64_t budget_per_thread_;
   std::string temp_dir_;
