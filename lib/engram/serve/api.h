@@ -16,7 +16,7 @@ namespace engram::serve {
 inline constexpr const char* kServeApiSymbol = "engram_serve_api_v1";
 
 // The HTTP server behind Server (defined in server.cc, used only through the table below).
-class HttpServer;
+struct HttpServer;
 
 // RemoteChat over HTTP (client.cc).
 RemoteReply HttpRemoteChat(const RemoteOptions& o);

@@ -66,20 +66,8 @@ constexpr double kLatencyBuckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 6
 
 }  // namespace
 
-class HttpServer {
- public:
-  HttpServer(ServeOptions opts, base::Reporter& rep);
-  ~HttpServer();
-  int Start();
-  void SetSession(std::unique_ptr<model::Session> session);
-  void Shutdown();
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
-struct HttpServer::Impl {
+// What engramctl's Server drives through the ServeApi table (api.h).
+struct HttpServer {
   ServeOptions opts;
   base::Reporter& rep;
   httplib::Server http;
@@ -102,7 +90,11 @@ struct HttpServer::Impl {
   std::deque<std::pair<uint64_t, double>> recent;  // (request id, hit rate), newest last
   bool low_rate_explained = false;  // the scheduler thread's: a low hit rate is explained once
 
-  Impl(ServeOptions o, base::Reporter& r) : opts(std::move(o)), rep(r) {}
+  HttpServer(ServeOptions o, base::Reporter& r) : opts(std::move(o)), rep(r) {}
+  ~HttpServer() { Shutdown(); }
+  int Start();
+  void SetSession(std::unique_ptr<model::Session> s);
+  void Shutdown();
 
   std::string Fingerprint() const {
     return std::string("engramctl-0.1.0; base model, ") + kPlainChatTemplate;
@@ -608,13 +600,8 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::HttpServer(ServeOptions opts, base::Reporter& rep)
-    : impl_(std::make_unique<Impl>(std::move(opts), rep)) {}
-
-HttpServer::~HttpServer() { Shutdown(); }
-
 int HttpServer::Start() {
-  Impl& d = *impl_;
+  HttpServer& d = *this;
   const size_t threads =
       (d.opts.queue_capacity ? d.opts.queue_capacity : 4 * d.opts.max_batch) + d.opts.max_batch + 8;
   d.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -666,18 +653,18 @@ int HttpServer::Start() {
   return d.port;
 }
 
-void HttpServer::SetSession(std::unique_ptr<model::Session> session) {
-  Impl& d = *impl_;
+void HttpServer::SetSession(std::unique_ptr<model::Session> s) {
+  HttpServer& d = *this;
   {
     std::lock_guard<std::mutex> lock(d.mu);
-    d.opts.max_batch = std::max(1, session->info().max_batch);
-    d.session = std::move(session);
+    d.opts.max_batch = std::max(1, s->info().max_batch);
+    d.session = std::move(s);
   }
   d.scheduler = std::thread([&d] { d.SchedulerLoop(); });
 }
 
 void HttpServer::Shutdown() {
-  Impl& d = *impl_;
+  HttpServer& d = *this;
   {
     std::unique_lock<std::mutex> lock(d.mu);
     if (d.stopped) return;
