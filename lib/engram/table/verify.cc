@@ -84,14 +84,16 @@ void CountBadStats(const uint8_t* st, uint64_t lo, uint64_t hi, StatsCheck* out)
   }
 }
 
-// Chunk checksums of every section (metadata included), in parallel; one problem per bad chunk.
-// The STATS plausibility check (an owner's count never exceeds its bucket's total) runs on each
-// STATS chunk right after it is hashed, while it is in cache, instead of a second pass.
-// Chunks are read with pread into a per-thread buffer that stays in cache for the hash (and the
-// STATS check), as xxhsum does: faulting a large mapping in costs more than the copy.
 // Bytes read, hashed and checked at a time: small enough to stay in L2 in between.
 constexpr uint64_t kPieceBytes = 128 << 10;
 
+// Chunk checksums of every section (metadata included), in parallel; one problem per bad chunk.
+// The STATS plausibility check (an owner's count never exceeds its bucket's total) and the ROWS
+// finiteness check (rows_check; ranges with a non-finite value go to *suspect_rows) run on each
+// piece right after it is hashed, while it is in cache, instead of a second pass.
+// Chunks are read with pread into a per-thread buffer, kPieceBytes at a time, as xxhsum does:
+// faulting a large mapping in costs more than the copy. first_task (the journal scan) runs on one
+// of the threads before it takes chunks.
 void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string& path, int threads,
                  VerifyReport* rep, StatsCheck* stats, const RowsCheck& rows_check,
                  std::vector<std::pair<uint64_t, uint64_t>>* suspect_rows,
