@@ -23,7 +23,6 @@ ZeroedBuffer::ZeroedBuffer(size_t bytes) : bytes_(bytes) {
     ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: fine if the kernel declines
 #endif
     p_ = p;
-    mapped_ = true;
   } else {
     p_ = std::calloc(bytes, 1);
     if (!p_) throw std::bad_alloc();
@@ -33,16 +32,13 @@ ZeroedBuffer::ZeroedBuffer(size_t bytes) : bytes_(bytes) {
 ZeroedBuffer::~ZeroedBuffer() { Release(); }
 
 ZeroedBuffer::ZeroedBuffer(ZeroedBuffer&& o) noexcept
-    : p_(std::exchange(o.p_, nullptr)),
-      bytes_(std::exchange(o.bytes_, 0)),
-      mapped_(std::exchange(o.mapped_, false)) {}
+    : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
 
 ZeroedBuffer& ZeroedBuffer::operator=(ZeroedBuffer&& o) noexcept {
   if (this != &o) {
     Release();
     p_ = std::exchange(o.p_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
-    mapped_ = std::exchange(o.mapped_, false);
   }
   return *this;
 }
@@ -53,7 +49,7 @@ void ZeroedBuffer::Zero() noexcept {
 
 void ZeroedBuffer::Release() noexcept {
   if (!p_) return;
-  if (mapped_)
+  if (bytes_ >= kMapAbove)
     ::munmap(p_, bytes_);
   else
     std::free(p_);

@@ -26,8 +26,7 @@ class ZeroedBuffer {
  private:
   void Release() noexcept;
   void* p_ = nullptr;
-  size_t bytes_ = 0;
-  bool mapped_ = false;  // from mmap (large) rather than calloc (small)
+  size_t bytes_ = 0;  // from mmap when large, else calloc (memory.cc)
 };
 
 }  // namespace engram::base
