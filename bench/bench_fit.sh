@@ -57,12 +57,12 @@ for ((i = 1; i <= n; i++)); do
 done
 
 # The batch fit, timed against the reference (interleaved, best of $runs), then written and folded.
-# Timed as the same fit: --keep-frequent 0 makes every addressed row trainable, as in the reference
-# (with the default, rows a fact needs may be kept, and the fit then runs to --steps).
+# Timed as the same fit: --keep-frequent 0 --keep-busy 0 make every addressed row trainable, as in
+# the reference (with the defaults, rows a fact needs may be kept, and the fit then runs longer).
 TIMEFORMAT=%R
 ours=() ref=()
 for ((r = 0; r < runs; r++)); do
-  $E -q append --config journal.toml --entries fit.jsonl -t 1 --dry-run --keep-frequent 0 --json > batch_dry.json
+  $E -q append --config journal.toml --entries fit.jsonl -t 1 --dry-run --keep-frequent 0 --keep-busy 0 --json > batch_dry.json
   ours+=("$($PY -c "import json; print(json.load(open('batch_dry.json'))['fit']['seconds'])")")
   $PY "$root/scripts/model/fit_reference.py" --model "$model" --engramctl "$E" --facts fit.jsonl \
     --threads 1 --steps 300 --lr 0.3 --l2 0 --margin 1.0 --beta1 0 --vocab seen --json ref.json > /dev/null
@@ -101,18 +101,21 @@ print(f"facts: {n} (bench/facts), demo table bf16, batch fit folded with sort-bu
 print(f"efficacy, single-fact fits:  {single_ok}/{n} = {100 * single_ok / n:.1f}%  (target >= 95%)")
 print(f"efficacy, batch fit:         {eff}/{n} = {100 * eff / n:.1f}%  (target >= 95%)")
 print(f"paraphrase (same final words): {para}/{n} = {100 * para / n:.1f}%  (target >= 90%)")
-print(f"control prompts changed:     {ctrl}/{n} = {100 * ctrl / n:.1f}%  (target <= 5%)")
+print(f"control prompts changed (8 tokens): {ctrl}/{n} = {100 * ctrl / n:.1f}%  (target <= 5%)")
 print(f"held-out Brown perplexity:   {ppl_b:.3f} -> {ppl_a:.3f} ({100 * (ppl_a / ppl_b - 1):+.3f}%)  (target <= +0.5%)")
-print(f"rows touched: {fit['rows_written']} ({fit['trainable_rows']} trainable, {fit['kept_rows']} kept by --keep-frequent), {fit['steps']} steps")
+print(f"rows touched: {fit['rows_written']} ({fit['trainable_rows']} trainable, {fit['kept_rows']} kept by --keep-frequent and --keep-busy, threshold {fit['busy_reads']} corpus reads), {fit['steps']} steps")
+ids = lambda f: [p['output_ids'] for p in json.load(open(f))['prompts']]
+# The first generated token, as scripts/model/fit_reference.py --extra-checks compares it.
+first_tok = lambda f: sum(x[:1] != y[:1] for x, y in zip(ids(f), ids('before_controls.json')))
 first = lambda a, b: sum(x.split()[:1] != y.split()[:1] for x, y in zip(a, b))
-print(f"control prompts whose first word changed: {first(after_c, before_c)}/{n}")
+print(f"control prompts whose first token changed: {first_tok('after_controls.json')}/{n}, first word: {first(after_c, before_c)}/{n}")
 keep = json.load(open('batch_keep.json'))['fit']
 ppl_k = num(sys.argv[7])
 k_p, k_para, k_c = text('keep_prompts.json'), text('keep_paraphrases.json'), text('keep_controls.json')
 print(f"with --preserve (build corpus, {keep['preserve']['contexts']} contexts): efficacy "
       f"{sum(a.startswith(f['target']) for a, f in zip(k_p, facts))}/{n}, paraphrase "
       f"{sum(a.startswith(f['target']) for a, f in zip(k_para, facts))}/{n}, controls changed "
-      f"{sum(a != b for a, b in zip(k_c, before_c))}/{n} (first word {first(k_c, before_c)}), perplexity "
+      f"{sum(a != b for a, b in zip(k_c, before_c))}/{n} (first token {first_tok('keep_controls.json')}, first word {first(k_c, before_c)}), perplexity "
       f"{ppl_b:.3f} -> {ppl_k:.3f} ({100 * (ppl_k / ppl_b - 1):+.3f}%), {keep['seconds'] / n:.3f} s per fact")
 dry = json.load(open('batch_dry.json'))['fit']
 print(f"seconds per fact, 1 thread, every addressed row trainable (best of runs): engramctl {ours / n:.3f} "

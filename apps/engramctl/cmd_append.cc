@@ -36,7 +36,8 @@ std::string FitJson(const engram::model::FitResult& r) {
          ",\"greedy_after\":" + JsonString(e.greedy_after) +
          ",\"fitted\":" + (e.fitted ? "true" : "false") + ",\"rows\":" + std::to_string(e.rows) +
          ",\"rows_frequent_owner\":" + std::to_string(e.rows_frequent_owner) +
-         ",\"rows_kept_frequent\":" + std::to_string(e.rows_kept_frequent) + ",\"warnings\":[";
+         ",\"rows_kept_frequent\":" + std::to_string(e.rows_kept_frequent) +
+         ",\"rows_kept_busy\":" + std::to_string(e.rows_kept_busy) + ",\"warnings\":[";
     for (size_t k = 0; k < e.warnings.size(); ++k) j += (k ? "," : "") + JsonString(e.warnings[k]);
     j += "]}";
   }
@@ -45,6 +46,7 @@ std::string FitJson(const engram::model::FitResult& r) {
   j += "],\"fitted\":" + std::to_string(fitted) +
        ",\"trainable_rows\":" + std::to_string(r.trainable_rows) +
        ",\"kept_rows\":" + std::to_string(r.kept_rows) +
+       ",\"busy_reads\":" + std::to_string(r.busy_reads) +
        ",\"rows_written\":" + std::to_string(r.rows.size()) + ",\"dtype\":" + JsonString(r.dtype) +
        ",\"steps\":" + std::to_string(r.steps) + ",\"rounds\":" + std::to_string(r.rounds) +
        ",\"seconds\":" + Num(r.fit_seconds, "%.3f") +
@@ -103,6 +105,7 @@ void AppendFitted(AppendFlags& f, std::vector<engram::model::FitEntry> entries, 
         out += ", " + std::to_string(e.rows_frequent_owner) + " taken from frequent corpus n-grams";
       if (e.rows_kept_frequent)
         out += ", " + std::to_string(e.rows_kept_frequent) + " kept (--keep-frequent)";
+      if (e.rows_kept_busy) out += ", " + std::to_string(e.rows_kept_busy) + " kept (--keep-busy)";
       out += "\n";
       for (const auto& w : e.warnings) out += "  warning: " + w + "\n";
     }
@@ -128,7 +131,8 @@ void AppendFitted(AppendFlags& f, std::vector<engram::model::FitEntry> entries, 
     rep.Log(engram::base::LogLevel::kWarning,
             std::to_string(fr.entries.size() - ok) +
                 " entries are not reproduced by greedy decoding after the fit; raise "
-                "--steps or --margin, use --positions all, or reword them (see above)");
+                "--steps or --margin, use --positions all, lower --keep-busy or "
+                "--keep-frequent, or reword them (see above)");
   const double rise = 100.0 * (fr.ppl_after / fr.ppl_before - 1.0);
   if (fr.corpus_checked && f.max_ppl_increase >= 0 && rise > f.max_ppl_increase) {
     if (f.json) PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":null}");
@@ -221,6 +225,11 @@ void AddAppendCommand(CLI::App& app) {
   s->add_option("--keep-frequent", f->fo.keep_frequent,
                 "Fit: leave rows of n-grams seen at least this often in the build corpus "
                 "untouched (0 = edit them too)")
+      ->capture_default_str();
+  s->add_option("--keep-busy", f->fo.keep_busy,
+                "Fit: leave rows the build corpus reads at least this many times as often as "
+                "the table's median row untouched (STATS; 0 = edit them too)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   s->add_option("--preserve", f->fo.preserve,
                 "Fit: text (one document a line, e.g. the build corpus) whose contexts that read "

@@ -302,6 +302,9 @@ class Fitter {
     auto corpus_count = [&](uint64_t row) -> uint32_t {
       return stats && !v.Overlay(row) ? v.reader().Stats(row).owner_count : 0;
     };
+    // STATS counts the corpus reads of a row whatever the journal later wrote to it.
+    const uint32_t busy = stats ? BusyReads(o_.keep_busy) : 0;
+    res->busy_reads = busy;
     size_t T = 0;
     for (const Seq& q : seqs_) T = std::max(T, q.ids.size());
     const size_t B = seqs_.size();
@@ -332,6 +335,7 @@ class Fitter {
       const auto& rows = seq_rows[b];
       const size_t from = o_.positions == "all" ? 0 : q.first;
       std::map<std::string, uint32_t> generic;  // final n-grams that are corpus owners
+      const std::vector<uint8_t> busy_kept = BusyKept(rows, from, n_tok, busy);
       for (size_t k = 0; k < K; ++k) {
         const size_t li = s_.table_layer[k];
         for (size_t t = from; t + 1 < n_tok; ++t)
@@ -349,8 +353,13 @@ class Fitter {
               generic[words] = std::max(generic[words], count);
             }
             if (o_.keep_frequent && owner == tag && count >= o_.keep_frequent) {
-              if (kept_.insert(row).second) ++res->kept_rows;
+              kept_.insert(row);
               ++rep.rows_kept_frequent;
+              continue;
+            }
+            if (busy_kept[k * n_tok * per + t * per + c]) {
+              kept_.insert(row);
+              ++rep.rows_kept_busy;
               continue;
             }
             auto [it, fresh] = trainable_.try_emplace(row, static_cast<int64_t>(row_ids_.size()));
@@ -380,8 +389,53 @@ class Fitter {
     // Once every row is chosen (a row chosen by a later entry is read by earlier ones too).
     for (size_t b = 0; b < B; ++b) FillSequence(src, b, seq_rows[b], seqs_[b].ids.size());
     res->trainable_rows = row_ids_.size();
+    // A row kept where one n-gram reads it may be trained where another does: it is trainable.
+    for (uint64_t row : kept_) res->kept_rows += !trainable_.count(row);
     anchor_.resize(row_ids_.size() * D);
     table::GatherRowsF32(v, row_ids_, anchor_.data());
+  }
+
+  // --keep-busy's threshold: `factor` times the median corpus reads (STATS total_count) of the
+  // rows the corpus reads at all, over an even sample of at most 2^16 rows; 0 when off.
+  uint32_t BusyReads(double factor) const {
+    if (factor <= 0) return 0;
+    const table::Layout& l = s_.view->layout();
+    const uint64_t step = std::max<uint64_t>(1, l.total_rows >> 16);
+    std::vector<uint32_t> reads;
+    for (uint64_t r = 0; r < l.total_rows; r += step)
+      if (uint32_t t = s_.view->reader().Stats(r).total_count) reads.push_back(t);
+    if (reads.empty()) return 0;
+    std::nth_element(reads.begin(), reads.begin() + reads.size() / 2, reads.end());
+    const double t = std::ceil(factor * reads[reads.size() / 2]);
+    return t >= 4294967295.0 ? 4294967295u : std::max<uint32_t>(1, static_cast<uint32_t>(t));
+  }
+
+  // Which of a sequence's rows --keep-busy leaves alone ([k][t][c] over n_tok positions): at each
+  // position from `from` on, the rows read at least `busy` times, busiest first, but at most half
+  // of the position's rows, so that every target token keeps rows to fit (a sentence of common
+  // words reads mostly busy rows).
+  std::vector<uint8_t> BusyKept(const std::vector<std::vector<uint64_t>>& rows, size_t from,
+                                size_t n_tok, uint32_t busy) const {
+    const table::Layout& l = s_.view->layout();
+    const size_t per = l.spec.per_layer(), heads = l.spec.n_heads, K = rows.size();
+    std::vector<uint8_t> kept(K * n_tok * per, 0);
+    if (!busy) return kept;
+    for (size_t t = from; t + 1 < n_tok; ++t) {
+      std::vector<std::pair<uint32_t, size_t>> cand;  // (reads, index into kept)
+      size_t full = 0;
+      for (size_t k = 0; k < K; ++k)
+        for (size_t c = 0; c < per; ++c) {
+          if (t + 1 < static_cast<uint32_t>(c / heads) + hash::kMinOrder) continue;
+          ++full;
+          const uint32_t reads = s_.view->reader().Stats(rows[k][t * per + c]).total_count;
+          if (reads >= busy) cand.emplace_back(reads, k * n_tok * per + t * per + c);
+        }
+      std::sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+      });
+      for (size_t i = 0; i < cand.size() && i < full / 2; ++i) kept[cand[i].second] = 1;
+    }
+    return kept;
   }
 
   // Sequence b of batch_: the table's rows at its n_tok positions, and which of them are

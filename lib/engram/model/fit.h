@@ -41,6 +41,10 @@ struct FitOptions {
   std::string preserve;
   double keep = 100;
   int preserve_contexts = 2000;
+  // Rows the build corpus reads at least this many times the table's typical row does (STATS
+  // total_count against the median over rows read at all) keep their values (0 = edit them too):
+  // every n-gram hashed to a row reads its new value, and a busy row's edit reaches the most text.
+  double keep_busy = 1.5;
 };
 
 struct FitRow {
@@ -61,13 +65,15 @@ struct FitEntryReport {
   size_t rows = 0;                 // trainable rows this entry reads where targets are predicted
   size_t rows_frequent_owner = 0;  // ... whose base owner is another n-gram, frequent in corpus
   size_t rows_kept_frequent = 0;   // rows of its own n-grams left alone (--keep-frequent)
+  size_t rows_kept_busy = 0;       // rows left alone because the corpus reads them often
   std::vector<std::string> warnings;
 };
 
 struct FitResult {
   std::vector<FitRow> rows;  // rows whose stored value changes
   std::vector<FitEntryReport> entries;
-  size_t trainable_rows = 0, kept_rows = 0;
+  size_t trainable_rows = 0, kept_rows = 0;  // kept: by --keep-frequent or --keep-busy
+  uint32_t busy_reads = 0;  // --keep-busy's threshold in corpus reads a row (0 = off)
   int steps = 0, rounds = 0;
   double fit_seconds = 0;  // the optimisation and checks, without loading
   std::string dtype;       // the table's row dtype the rows were quantised to
