@@ -238,8 +238,14 @@ void AddAppendCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   s->add_option("--preserve-contexts", f->fo.preserve_contexts,
-                "Fit: --preserve contexts taken, each reading a fitted row no earlier one read")
+                "Fit: most --preserve contexts taken (each holds the unedited model's next-token "
+                "distribution: 4 bytes a vocabulary token)")
       ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  s->add_option("--preserve-per-row", f->fo.preserve_per_row,
+                "Fit: a --preserve context is taken when it reads a fitted row fewer than this "
+                "many earlier contexts read")
+      ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   s->add_option("--check-corpus", f->fo.check_corpus,
                 "Fit: held-out text scored before and after (perplexity)");

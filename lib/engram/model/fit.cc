@@ -454,8 +454,8 @@ class Fitter {
 
   // Contexts of --preserve text that read trainable rows, appended to batch_ as preservation
   // sequences: a window of the batch's length ending at such a position (its last position is
-  // the one kept), taken when it reads a trainable row no earlier context read, until
-  // preserve_contexts are taken or the text ends.
+  // the one kept), taken when it reads a trainable row that fewer than preserve_per_row earlier
+  // contexts read, until preserve_contexts are taken or the text ends.
   void AddPreservation(FitResult* res) {
     if (o_.preserve.empty() || row_ids_.empty() || o_.preserve_contexts <= 0) return;
     const table::Layout& l = s_.view->layout();
@@ -464,22 +464,29 @@ class Fitter {
     const size_t T = static_cast<size_t>(batch_.T),
                  want = static_cast<size_t>(o_.preserve_contexts);
     RowSource src(*s_.view, s_.table_layer);
-    std::unordered_set<uint64_t> covered;
+    std::unordered_map<uint64_t, int> covered;   // trainable row -> contexts that read it
     std::vector<std::vector<uint32_t>> windows;  // token ids
     base::ForEachLine(o_.preserve, 1 << 20, [&](size_t, std::string_view line, bool too_long) {
       if (windows.size() >= want || too_long || line.empty()) return;
       std::vector<uint32_t> ids = s_.tok->Encode(std::string(line));
       auto rows = src.Rows(s_.Canonical(ids));
-      for (size_t t = 1; t < ids.size() && windows.size() < want; ++t) {
-        bool fresh = false;
+      auto trainable_at = [&](size_t t, auto&& f) {  // f(row) for each trainable row read at t
         for (size_t k = 0; k < K; ++k)
           for (size_t c = 0; c < per; ++c) {
             const uint32_t n = static_cast<uint32_t>(c / heads) + hash::kMinOrder;
             const uint64_t row = rows[k][t * per + c];
-            if (t + 1 >= n && trainable_.count(row) && covered.insert(row).second) fresh = true;
+            if (t + 1 >= n && trainable_.count(row)) f(row);
           }
-        if (fresh)
-          windows.emplace_back(ids.begin() + (t + 1 > T ? t + 1 - T : 0), ids.begin() + t + 1);
+      };
+      for (size_t t = 1; t < ids.size() && windows.size() < want; ++t) {
+        bool fresh = false;
+        trainable_at(t, [&](uint64_t row) {
+          auto it = covered.find(row);
+          fresh |= it == covered.end() || it->second < o_.preserve_per_row;
+        });
+        if (!fresh) continue;
+        trainable_at(t, [&](uint64_t row) { ++covered[row]; });
+        windows.emplace_back(ids.begin() + (t + 1 > T ? t + 1 - T : 0), ids.begin() + t + 1);
       }
     });
     if (windows.empty()) return;

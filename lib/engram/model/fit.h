@@ -37,10 +37,11 @@ struct FitOptions {
   std::string check_corpus;  // held-out text: perplexity before and after
   // Text (one document a line) whose contexts reading the trainable rows keep their next-token
   // distribution (KL to the unedited model, weight `keep`); "" = none. Up to preserve_contexts
-  // contexts are taken, each covering a trainable row no earlier one covered.
+  // contexts are taken, each reading a trainable row fewer than preserve_per_row earlier ones read.
   std::string preserve;
   double keep = 100;
-  int preserve_contexts = 2000;
+  int preserve_contexts = 10000;
+  int preserve_per_row = 4;
   // Rows the build corpus reads at least this many times the table's typical row does (STATS
   // total_count against the median over rows read at all) keep their values (0 = edit them too):
   // every n-gram hashed to a row reads its new value, and a busy row's edit reaches the most text.
