@@ -305,6 +305,7 @@ class Fitter {
     // STATS counts the corpus reads of a row whatever the journal later wrote to it.
     const uint32_t busy = stats ? BusyReads(o_.keep_busy) : 0;
     res->busy_reads = busy;
+    std::unordered_set<uint64_t> kept;  // rows --keep-frequent or --keep-busy left alone somewhere
     size_t T = 0;
     for (const Seq& q : seqs_) T = std::max(T, q.ids.size());
     const size_t B = seqs_.size();
@@ -353,12 +354,12 @@ class Fitter {
               generic[words] = std::max(generic[words], count);
             }
             if (o_.keep_frequent && owner == tag && count >= o_.keep_frequent) {
-              kept_.insert(row);
+              kept.insert(row);
               ++rep.rows_kept_frequent;
               continue;
             }
             if (busy_kept[k * n_tok * per + t * per + c]) {
-              kept_.insert(row);
+              kept.insert(row);
               ++rep.rows_kept_busy;
               continue;
             }
@@ -390,7 +391,7 @@ class Fitter {
     for (size_t b = 0; b < B; ++b) FillSequence(src, b, seq_rows[b], seqs_[b].ids.size());
     res->trainable_rows = row_ids_.size();
     // A row kept where one n-gram reads it may be trained where another does: it is trainable.
-    for (uint64_t row : kept_) res->kept_rows += !trainable_.count(row);
+    for (uint64_t row : kept) res->kept_rows += !trainable_.count(row);
     anchor_.resize(row_ids_.size() * D);
     table::GatherRowsF32(v, row_ids_, anchor_.data());
   }
@@ -630,7 +631,6 @@ class Fitter {
   std::unordered_map<uint64_t, int64_t> trainable_;  // row id -> its index in row_ids_
   std::vector<FitRow> row_info_;                     // their owners
   std::vector<float> anchor_;                        // their values in the table
-  std::unordered_set<uint64_t> kept_;
 };
 
 }  // namespace
