@@ -47,6 +47,24 @@ void ZeroedBuffer::Zero() noexcept {
   if (p_) std::memset(p_, 0, bytes_);
 }
 
+void ZeroedBuffer::Grow(size_t bytes) {
+  if (bytes <= bytes_) return;
+  if (bytes_ >= kMapAbove) {
+    // The kernel moves the page tables; the pages past the old end are new, hence zero.
+    void* p = ::mremap(p_, bytes_, bytes, MREMAP_MAYMOVE);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    ::madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    p_ = p;
+    bytes_ = bytes;
+    return;
+  }
+  ZeroedBuffer bigger(bytes);  // small: a copy is cheap
+  if (bytes_) std::memcpy(bigger.p_, p_, bytes_);
+  *this = std::move(bigger);
+}
+
 void ZeroedBuffer::Release() noexcept {
   if (!p_) return;
   if (bytes_ >= kMapAbove)

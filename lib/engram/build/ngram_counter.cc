@@ -106,20 +106,35 @@ void NgramCounter::Drain() {
   pending_head_ = 0;
 }
 
+// Doubles the table in place: the buffer grows (remapped, not copied), so growing never holds
+// the old slots and the new ones at once. Doubling only adds a high bit to the slot index, so an
+// n-gram's new home is its old home h or h + C (C the old capacity). The slots are re-inserted in
+// probe order, starting after an empty slot s0 so that no cluster is entered in its middle; the
+// slots before s0 (a cluster that wrapped past the old end, or the start of one) first move to
+// C + their index, where the doubled table would have them had it not wrapped. Then every slot
+// is taken out and re-inserted in that order: a re-inserted n-gram stops at the latest at the slot
+// it was taken from, so its probe path holds only n-grams already re-inserted, and those never
+// move again. Every n-gram is therefore found from its new home.
 void NgramCounter::Grow() {
-  base::ZeroedBuffer old_buf = std::move(buf_);
-  const uint32_t* old = slots_;
-  size_t old_cap = mask_ + 1;
-  mask_ = old_cap * 2 - 1;
-  buf_ = base::ZeroedBuffer((mask_ + 1) * stride_ * 4);
+  const size_t cap = mask_ + 1;
+  size_t s0 = 0;
+  while (CountAt(s0) != 0) ++s0;  // the load stays below 0.7: an empty slot exists
+  buf_.Grow(2 * cap * stride_ * 4);
   slots_ = static_cast<uint32_t*>(buf_.data());
-  for (size_t k = 0; k < old_cap; ++k) {
-    const uint32_t* s = &old[k * stride_];
-    uint64_t c;
-    std::memcpy(&c, s + n_, 8);
-    if (c == 0) continue;
-    size_t i = Probe(s, Mix(s, n_));
-    std::memcpy(&slots_[i * stride_], s, stride_ * 4);
+  mask_ = 2 * cap - 1;
+  const size_t bytes = stride_ * 4;
+  if (s0) {  // [0, s0) to [C, C + s0): that range of the new half is still empty
+    std::memcpy(&slots_[cap * stride_], slots_, s0 * bytes);
+    std::memset(slots_, 0, s0 * bytes);
+  }
+  uint32_t rec[hash::kMaxOrder + 2];
+  for (size_t p = s0 + 1; p < cap + s0; ++p) {
+    uint32_t* s = &slots_[p * stride_];
+    if (CountAt(p) == 0) continue;
+    std::memcpy(rec, s, bytes);
+    std::memset(s, 0, bytes);
+    const size_t i = Probe(rec, Mix(rec, n_));
+    std::memcpy(&slots_[i * stride_], rec, bytes);
   }
 }
 

@@ -19,7 +19,7 @@ class NgramCounter {
   size_t size() const noexcept { return size_; }
   size_t capacity() const noexcept { return mask_ + 1; }
   size_t memory_bytes() const noexcept { return buf_.size(); }
-  // New n-grams it takes before the next growth (which doubles memory_bytes()).
+  // New n-grams it takes before the next growth (which doubles memory_bytes(), in place).
   size_t headroom() const noexcept {
     size_t limit = capacity() * 7 / 10;
     return limit > size_ ? limit - size_ : 0;

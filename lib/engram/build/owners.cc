@@ -101,11 +101,11 @@ struct ExactCounter::ThreadState {
     return m;
   }
   // True when a counter may grow before the next check (within `adds` additions) and its
-  // growth would cross the budget: growing holds the old slots and the doubled ones at once.
+  // growth would cross the budget: a counter doubles in place, adding its own size.
   bool MustSpill(uint64_t adds, uint64_t budget) const {
     const uint64_t m = Memory();
     for (const auto& c : counters)
-      if (c.headroom() <= adds && m + 2 * c.memory_bytes() > budget) return true;
+      if (c.headroom() <= adds && m + c.memory_bytes() > budget) return true;
     return false;
   }
 };

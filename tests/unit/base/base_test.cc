@@ -13,6 +13,7 @@
 #include "engram/base/error.h"
 #include "engram/base/file.h"
 #include "engram/base/json.h"
+#include "engram/base/memory.h"
 #include "engram/base/units.h"
 
 using namespace engram;
@@ -217,4 +218,26 @@ TEST_CASE("TempFile renames on Commit and cleans up otherwise") {
   }
   ::unlink(path.c_str());
   ::rmdir(dir);
+}
+
+TEST_CASE("ZeroedBuffer::Grow keeps the contents and zeroes what it adds, allocated or mapped") {
+  // 1 MiB (allocated) -> 3 MiB (mapped) -> 64 MiB (remapped).
+  ZeroedBuffer b(1 << 20);
+  auto* p = static_cast<uint8_t*>(b.data());
+  for (size_t i = 0; i < b.size(); ++i) p[i] = static_cast<uint8_t>(i * 7 + 1);
+  size_t filled = b.size();
+  for (size_t bytes : {size_t{3} << 20, size_t{64} << 20}) {
+    b.Grow(bytes);
+    REQUIRE(b.size() == bytes);
+    p = static_cast<uint8_t*>(b.data());
+    bool kept = true, zero = true;
+    for (size_t i = 0; i < filled; ++i) kept &= p[i] == static_cast<uint8_t>(i * 7 + 1);
+    for (size_t i = filled; i < bytes; ++i) zero &= p[i] == 0;
+    CHECK(kept);
+    CHECK(zero);
+    for (size_t i = filled; i < bytes; ++i) p[i] = static_cast<uint8_t>(i * 7 + 1);
+    filled = bytes;
+  }
+  b.Grow(1 << 20);  // never shrinks
+  CHECK(b.size() == size_t{64} << 20);
 }

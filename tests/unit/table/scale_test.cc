@@ -90,9 +90,11 @@ TEST_CASE("a build that spills to disk equals one that counts in memory") {
   BuildResult r2 = Build(spill, base::Silent());
   CHECK(r1.ngrams_distinct == r2.ngrams_distinct);
   CHECK(r1.spill_runs == 0);
-  // 16 MiB per thread holds 2^18 slots of each order (9 MiB; the next doubling would not fit),
-  // so a spill takes ~180K n-grams of each order: ~4 spills of 2 orders per thread. A counter
-  // that spilled at every check after its first spill wrote over a thousand tiny runs here.
+  // 16 MiB per thread: a counter doubles in place (adding its own size), and the next doubling
+  // of one order would not fit once it holds a few hundred thousand n-grams, so each thread
+  // spills both orders several times. A counter that spilled at every check after its first
+  // spill wrote over a thousand tiny runs here.
+  CAPTURE(r2.spill_runs);
   CHECK(r2.spill_runs >= 8);
   CHECK(r2.spill_runs <= 40);
   RequireSameData(mem.output, spill.output);
@@ -121,7 +123,7 @@ TEST_CASE("a build that spills to disk equals one that counts in memory") {
   three.memory_bytes = 48ull << 20;
   three.output = d / "three.engram";
   BuildResult r3 = Build(three, base::Silent());
-  CHECK(r3.spill_runs >= 8);
+  CHECK(r3.spill_runs >= 6);  // every share spilled both orders
   RequireSameData(mem.output, three.output);
   CHECK(SpillFiles(d.path()) == 0);
 }

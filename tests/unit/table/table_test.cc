@@ -9,6 +9,7 @@
 #include "engram/base/error.h"
 #include "engram/base/json.h"
 #include "engram/build/build.h"
+#include "engram/build/ngram_counter.h"
 #include "engram/format/reader.h"
 #include "engram/format/safetensors.h"
 #include "engram/format/writer.h"
@@ -281,6 +282,45 @@ TEST_CASE("a future minor version is read, a future major version is refused wit
   CHECK(code == Code::kVersion);
   CHECK(e.find("header.version_major = 4, this build reads 3") != std::string::npos);
   CHECK_THROWS_AS(Verify(p, {}, base::Silent()), Error);
+}
+
+TEST_CASE("NgramCounter counts exactly across its in-place doublings") {
+  // From 16 slots to 2^17: every doubling (clusters that wrap past the end included) must keep
+  // every n-gram findable, or later pushes of it would open a second slot.
+  for (uint32_t n : {2u, 3u, 5u}) {
+    CAPTURE(n);
+    NgramCounter c(n, 16);
+    std::map<std::vector<uint32_t>, uint64_t> want;
+    std::mt19937 rng(n);
+    std::vector<uint32_t> ids(n);
+    for (int i = 0; i < 200000; ++i) {
+      for (auto& x : ids) x = rng() % 4 == 0 ? rng() % 5 : rng() % 300;  // many repeats
+      c.Push(ids.data());
+      ++want[ids];
+    }
+    c.Drain();
+    CHECK(c.capacity() >= 1u << 15);
+    CHECK(c.size() == want.size());
+    size_t seen = 0;
+    bool all_equal = true;
+    c.ForEach([&](const uint32_t* r, uint64_t count) {
+      auto it = want.find(std::vector<uint32_t>(r, r + n));
+      all_equal &= it != want.end() && it->second == count;
+      ++seen;
+    });
+    CHECK(all_equal);
+    CHECK(seen == want.size());
+    // Sorted records: numeric order, each once, counts as counted.
+    const uint32_t* rec = c.SortRecords();
+    size_t k = 0;
+    for (const auto& [key, count] : want) {
+      uint64_t got;
+      std::memcpy(&got, rec + k * (n + 2) + n, 8);
+      if (!std::equal(key.begin(), key.end(), rec + k * (n + 2)) || got != count) break;
+      ++k;
+    }
+    CHECK(k == want.size());
+  }
 }
 
 TEST_CASE("build: exact owners equal a brute-force count") {
