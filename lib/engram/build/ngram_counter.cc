@@ -5,6 +5,8 @@
 #include <iterator>
 #include <utility>
 
+#include "engram/base/error.h"
+
 namespace engram::table {
 
 namespace {
@@ -48,6 +50,9 @@ void SortAs(uint32_t* words, size_t count) {
 
 NgramCounter::NgramCounter(uint32_t order, size_t initial_capacity)
     : n_(order), stride_(order + 2) {
+  ENGRAM_CHECK(order >= hash::kMinOrder && order <= hash::kMaxOrder, Code::kInvalidArgument,
+               "n-gram order " << order << ": counters take orders " << hash::kMinOrder << ".."
+                               << hash::kMaxOrder);
   size_t cap = 16;
   while (cap < initial_capacity) cap <<= 1;
   mask_ = cap - 1;
@@ -67,43 +72,59 @@ size_t NgramCounter::Probe(const uint32_t* ids, uint64_t hash) const noexcept {
   }
 }
 
-void NgramCounter::Insert(const uint32_t* ids, uint64_t hash, uint64_t count) {
-  if ((size_ + 1) * 10 > capacity() * 7) Grow();
-  size_t i = Probe(ids, hash);
-  uint32_t* s = &slots_[i * stride_];
-  uint64_t c = CountAt(i);
-  if (c == 0) {
-    std::memcpy(s, ids, n_ * 4);
-    ++size_;
-  }
-  c += count;
-  std::memcpy(s + n_, &c, 8);
-}
-
 uint64_t NgramCounter::Hash(const uint32_t* ids, uint32_t n) noexcept { return Mix(ids, n); }
 
-void NgramCounter::Push(const uint32_t* ids, uint64_t h) {
-  const uint32_t* slot = &slots_[(h & mask_) * stride_];
-  __builtin_prefetch(slot, 1);
-  __builtin_prefetch(slot + stride_ - 1, 1);  // a slot may straddle two cache lines
-  size_t at = (pending_head_ + pending_) % kLookahead;
-  if (pending_ == kLookahead) {  // full: count the oldest, reuse its place
-    Insert(pending_ids_[pending_head_], pending_hash_[pending_head_], 1);
-    at = pending_head_;
-    pending_head_ = (pending_head_ + 1) % kLookahead;
-  } else {
-    ++pending_;
+template <uint32_t N>
+void NgramCounter::CountPending() {
+  constexpr uint32_t kStride = N + 2;
+  const size_t m = pending_;
+  auto request = [&](size_t k) {
+    const uint32_t* slot = &slots_[(pending_hash_[k] & mask_) * kStride];
+    __builtin_prefetch(slot, 1);
+    __builtin_prefetch(slot + kStride - 1, 1);  // a slot may straddle two cache lines
+  };
+  for (size_t k = 0; k < std::min(kAhead, m); ++k) request(k);
+  for (size_t k = 0; k < m; ++k) {
+    if (k + kAhead < m) request(k + kAhead);
+    if ((size_ + 1) * 10 > capacity() * 7) Grow();
+    const uint32_t* key = &pending_ids_[k * N];
+    for (size_t i = pending_hash_[k] & mask_;; i = (i + 1) & mask_) {
+      uint32_t* s = &slots_[i * kStride];
+      uint64_t c;
+      std::memcpy(&c, s + N, 8);
+      if (c == 0) {
+        std::memcpy(s, key, N * 4);
+        ++size_;
+      } else if (std::memcmp(s, key, N * 4) != 0) {
+        continue;
+      }
+      ++c;
+      std::memcpy(s + N, &c, 8);
+      break;
+    }
   }
-  std::memcpy(pending_ids_[at], ids, n_ * 4);
-  pending_hash_[at] = h;
+  pending_ = 0;
 }
 
 void NgramCounter::Drain() {
-  for (; pending_; --pending_) {
-    Insert(pending_ids_[pending_head_], pending_hash_[pending_head_], 1);
-    pending_head_ = (pending_head_ + 1) % kLookahead;
+  if (!pending_) return;
+  switch (n_) {  // one probe loop per order, its key compares and copies of fixed size
+    case 2:
+      return CountPending<2>();
+    case 3:
+      return CountPending<3>();
+    case 4:
+      return CountPending<4>();
+    case 5:
+      return CountPending<5>();
+    case 6:
+      return CountPending<6>();
+    case 7:
+      return CountPending<7>();
+    case 8:
+      return CountPending<8>();
   }
-  pending_head_ = 0;
+  static_assert(hash::kMaxOrder == 8, "a CountPending case per order");
 }
 
 // Doubles the table in place: the buffer grows (remapped, not copied), so growing never holds

@@ -27,16 +27,22 @@ class NgramCounter {
   // Bytes one distinct n-gram costs at the maximum load factor (for budgets and estimates).
   static size_t BytesPerEntry(uint32_t order) noexcept { return (order + 2) * 4 * 10 / 7 + 1; }
 
-  // Adds one occurrence of the n-gram ids[0..n), later: the n-gram's slot is prefetched now and it
-  // is counted after up to kLookahead further pushes (or at Drain), so cache misses overlap. size()
-  // and the slots do not show pending n-grams until then.
+  // Adds one occurrence of the n-gram ids[0..n), later: pushes are gathered and counted kBatch
+  // at a time, each slot's cache lines requested kAhead n-grams before it is probed, so the cache
+  // misses of many n-grams overlap (a probe loop alone keeps one or two in flight). size() and the
+  // slots do not show pending n-grams until their batch is counted or Drain() is called.
   void Push(const uint32_t* ids) { Push(ids, Hash(ids, n_)); }
   // The same, with hash = Hash(ids, order()) already computed (e.g. to pick the counter).
-  void Push(const uint32_t* ids, uint64_t hash);
+  void Push(const uint32_t* ids, uint64_t hash) {
+    std::memcpy(&pending_ids_[pending_ * n_], ids, n_ * 4);
+    pending_hash_[pending_] = hash;
+    if (++pending_ == kBatch) Drain();
+  }
   void Drain();
   // The slot hash of an n-gram; its high 32 bits are free for the caller (slots use low bits).
   static uint64_t Hash(const uint32_t* ids, uint32_t n) noexcept;
-  static constexpr size_t kLookahead = 16;
+  static constexpr size_t kBatch = 256;
+  static constexpr size_t kAhead = 24;
   // Empties the counter but keeps its capacity (the next fill needs no growth).
   void Clear();
   // Moves the size() records to the front of the slots, sorted by their ids in numeric
@@ -58,8 +64,10 @@ class NgramCounter {
     return c;
   }
   void Grow();
-  void Insert(const uint32_t* ids, uint64_t hash, uint64_t count);
   size_t Probe(const uint32_t* ids, uint64_t hash) const noexcept;
+  // Counts the pending n-grams (order N).
+  template <uint32_t N>
+  void CountPending();
   uint32_t n_;
   uint32_t stride_;  // words per slot
   size_t mask_ = 0;
@@ -67,10 +75,10 @@ class NgramCounter {
   // Slots of stride_ words each, zeroed by the kernel (huge pages when large).
   base::ZeroedBuffer buf_;
   uint32_t* slots_ = nullptr;
-  // Pushed n-grams not yet counted: a ring of kLookahead (ids, hash).
-  uint32_t pending_ids_[kLookahead][hash::kMaxOrder];
-  uint64_t pending_hash_[kLookahead];
-  size_t pending_head_ = 0, pending_ = 0;
+  // Pushed n-grams not yet counted: ids (n each) and hashes.
+  uint32_t pending_ids_[kBatch * hash::kMaxOrder];
+  uint64_t pending_hash_[kBatch];
+  size_t pending_ = 0;
 };
 
 }  // namespace engram::table

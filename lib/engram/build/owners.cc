@@ -141,7 +141,7 @@ void ExactCounter::AddBlock(const TokenBlock& b, int thread) {
     // the memory held spilled again every check once the first spill had happened.
     if (++t.since_check >= kSpillCheckEvery) {
       t.since_check = 0;
-      if (t.MustSpill(kSpillCheckEvery + NgramCounter::kLookahead, budget_per_thread_)) Spill(t);
+      if (t.MustSpill(kSpillCheckEvery + NgramCounter::kBatch, budget_per_thread_)) Spill(t);
     }
   });
   for (auto& c : t.counters) c.Drain();
