@@ -27,10 +27,11 @@ namespace {
 
 // Writes a table whose row r holds values f(r, i), tags r+1 (0 for every 3rd row).
 void WriteTable(const std::string& path, const Layout& l, bool stats = true,
-                std::vector<uint64_t> implausible_stats_rows = {}) {
+                std::vector<uint64_t> implausible_stats_rows = {}, uint32_t chunk_log2 = 12,
+                std::vector<uint64_t> nan_rows = {}) {
   WriterOptions o;
   o.with_stats = stats;
-  o.chunk_log2 = 12;
+  o.chunk_log2 = chunk_log2;
   TableWriter w(path, l, o);
   std::vector<float> v(l.row_dim);
   for (uint64_t r = 0; r < l.total_rows; ++r) {
@@ -44,6 +45,12 @@ void WriteTable(const std::string& path, const Layout& l, bool stats = true,
       uint32_t vals[3] = {r % 3 ? 2u : 0u, r % 3 ? 3u : 0u, r % 3 ? 2u : 0u};
       std::memcpy(s, vals, 12);
     }
+  }
+  for (uint64_t r : nan_rows) {  // a NaN in the row's last value
+    uint8_t* v = w.rows() + r * l.row_stride() + (l.row_dim - 1) * base::DTypeSize(l.dtype);
+    if (l.dtype == base::DType::kF32) std::memcpy(v, "\x00\x00\xC0\x7F", 4);
+    if (l.dtype == base::DType::kBF16) std::memcpy(v, "\xC0\x7F", 2);
+    if (l.dtype == base::DType::kF8E4M3) *v = 0x7F;
   }
   for (uint64_t r : implausible_stats_rows) {  // owner count above the bucket's total
     uint32_t vals[3] = {9, 3, 2};
@@ -244,6 +251,47 @@ TEST_CASE("verify catches every single-byte flip of the base and every truncatio
     INFO("truncated to " << len);
     REQUIRE(!rep.ok());
     CHECK(rep.problems[0].message.find("truncated") != std::string::npos);
+  }
+}
+
+TEST_CASE("verify names a non-finite row wherever it lies: across pieces, chunks and threads") {
+  // Rows are read 128 KiB at a time within 1 MiB chunks: strides that do not divide the pieces,
+  // a stride longer than a piece, rows that straddle a piece or a chunk, the first and last row.
+  TempDir dir;
+  std::string p = dir / "t.engram";
+  struct Shape {
+    base::DType dtype;
+    uint32_t row_dim, log2_buckets;
+  };
+  for (Shape sh : {Shape{base::DType::kF32, 40000, 5}, Shape{base::DType::kBF16, 300, 13},
+                   Shape{base::DType::kF8E4M3, 96, 15}}) {
+    hash::AddressSpec s;
+    s.layer_ids = {1};
+    s.max_order = 2;
+    s.n_heads = 1;
+    s.log2_buckets = sh.log2_buckets;
+    s.canonical_vocab = 100;
+    Layout l = MakeLayout(s, sh.row_dim, sh.dtype, {}, 0);
+    const uint64_t stride = l.row_stride(), rows = l.total_rows;
+    std::vector<uint64_t> bad = {
+        0, rows - 1, (128 << 10) / stride, (1 << 20) / stride, (3 << 20) / stride, rows / 2};
+    for (uint64_t r : bad) {
+      r = std::min(r, rows - 1);
+      CAPTURE(base::DTypeName(sh.dtype));
+      CAPTURE(r);
+      WriteTable(p, l, true, {}, 20, {r});
+      for (int threads : {1, 2}) {
+        VerifyOptions o;
+        o.threads = threads;
+        VerifyReport rep = Verify(p, o, base::Silent());
+        REQUIRE(rep.problems.size() == 1);
+        CHECK(rep.problems[0].message.find("1 row(s) hold non-finite values (Inf or NaN); first: "
+                                           "row " +
+                                           std::to_string(r) + " ") != std::string::npos);
+      }
+    }
+    WriteTable(p, l, true, {}, 20, {});
+    CHECK(Verify(p, {}, base::Silent()).ok());
   }
 }
 
