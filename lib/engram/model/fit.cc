@@ -54,6 +54,12 @@ std::string Quote(const std::string& s) {
   return o + "\"";
 }
 
+// The n-gram order of column c of a position's rows ([order][head], `heads` heads an order). The
+// n-gram ending at position t is full (no padding) when t + 1 >= that order.
+inline uint32_t ColumnOrder(size_t c, size_t heads) noexcept {
+  return static_cast<uint32_t>(c / heads) + hash::kMinOrder;
+}
+
 // Rows of Engram layer k for positions [t0, t1) of one sequence, decoded to f32 with `overlay`
 // (row -> values) in place of the table's, laid out [t - t0][per][row_dim].
 class RowSource {
@@ -72,7 +78,7 @@ class RowSource {
       out[k].resize(canon.size() * per);
       for (size_t t = 0; t < canon.size(); ++t)
         for (size_t c = 0; c < per; ++c) {
-          uint32_t n = static_cast<uint32_t>(c / heads) + hash::kMinOrder;
+          const uint32_t n = ColumnOrder(c, heads);
           out[k][t * per + c] =
               l.RowOf(l.spec.SubIndex(table_layer_[k], n, static_cast<uint32_t>(c % heads)),
                       buckets[t * per + c]);
@@ -341,7 +347,7 @@ class Fitter {
         const size_t li = s_.table_layer[k];
         for (size_t t = from; t + 1 < n_tok; ++t)
           for (size_t c = 0; c < per; ++c) {
-            const uint32_t n = static_cast<uint32_t>(c / heads) + hash::kMinOrder;
+            const uint32_t n = ColumnOrder(c, heads);
             if (t + 1 < n) continue;  // not a full n-gram
             const uint64_t row = rows[k][t * per + c];
             const uint32_t* g = hash::NgramAt(l.spec, q.canon, t, n, scratch);
@@ -426,7 +432,7 @@ class Fitter {
       size_t full = 0;
       for (size_t k = 0; k < K; ++k)
         for (size_t c = 0; c < per; ++c) {
-          if (t + 1 < static_cast<uint32_t>(c / heads) + hash::kMinOrder) continue;
+          if (t + 1 < ColumnOrder(c, heads)) continue;  // not a full n-gram
           ++full;
           const uint32_t reads = s_.view->reader().Stats(rows[k][t * per + c]).total_count;
           if (reads >= busy) cand.emplace_back(reads, k * n_tok * per + t * per + c);
@@ -474,9 +480,8 @@ class Fitter {
       auto trainable_at = [&](size_t t, auto&& f) {  // f(row) for each trainable row read at t
         for (size_t k = 0; k < K; ++k)
           for (size_t c = 0; c < per; ++c) {
-            const uint32_t n = static_cast<uint32_t>(c / heads) + hash::kMinOrder;
             const uint64_t row = rows[k][t * per + c];
-            if (t + 1 >= n && trainable_.count(row)) f(row);
+            if (t + 1 >= ColumnOrder(c, heads) && trainable_.count(row)) f(row);
           }
       };
       for (size_t t = 1; t < ids.size() && windows.size() < want; ++t) {
