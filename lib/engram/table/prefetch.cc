@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -57,12 +58,12 @@ std::vector<unsigned char> Mincore(const uint8_t* base, uint64_t len, const std:
 // Pages of [0, len) in the page cache, by cachestat(2) (Linux >= 6.5): one call instead of a
 // mincore walk (which costs ~3 ms per GiB even when everything is resident). nullopt where the
 // kernel lacks it.
-std::optional<uint64_t> CachedPages(int fd, uint64_t len) {
+std::optional<uint64_t> CachedPages(int fd, uint64_t len, uint64_t off = 0) {
 #if defined(__x86_64__)
   constexpr long kSysCachestat = 451;
   struct {
     uint64_t off, len;
-  } range{0, len};
+  } range{off, len};
   struct {
     uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
   } cs{};
@@ -70,6 +71,7 @@ std::optional<uint64_t> CachedPages(int fd, uint64_t len) {
 #endif
   (void)fd;
   (void)len;
+  (void)off;
   return std::nullopt;
 }
 
@@ -86,6 +88,45 @@ uint64_t ResidentIn(const std::vector<unsigned char>& pages, uint64_t offset, ui
     }
   return n;
 }
+
+// Brings [off, off + n) of a file into the page cache. sendfile(2) to /dev/null reads the pages
+// into the cache without copying them out (cold 1 GiB: 0.052 s against 0.08 s for pread into a
+// small buffer and 0.10-0.9 s for `vmtouch -t`, 2 threads). Where the file system cannot splice,
+// pread into a small buffer that stays in cache (as `cat` does; faulting through the mapping is
+// ~3x slower).
+class ChunkReader {
+ public:
+  ChunkReader(int fd, const std::string& path)
+      : fd_(fd), path_(path), null_(::open("/dev/null", O_WRONLY | O_CLOEXEC)) {}
+
+  void Read(uint64_t off, uint64_t n) {
+    const uint64_t end = off + n;
+    if (null_.valid()) {
+      off_t o = static_cast<off_t>(off);
+      while (static_cast<uint64_t>(o) < end) {
+        ssize_t r = ::sendfile(null_.get(), fd_, &o, end - static_cast<uint64_t>(o));
+        if (r > 0) continue;
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0) return;  // the file shrank under us: nothing left to read
+        if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+          ENGRAM_THROW(Code::kIo, path_ << ": read failed: " << std::strerror(errno));
+        null_ = base::UniqueFd();  // no splice here: read the rest through a buffer
+        break;
+      }
+      off = static_cast<uint64_t>(o);
+    }
+    constexpr uint64_t kBlock = 256ull << 10;
+    buf_.resize(kBlock);
+    for (uint64_t k = off; k < end; k += kBlock)
+      base::PreadFull(fd_, buf_.data(), std::min(kBlock, end - k), k, path_);
+  }
+
+ private:
+  int fd_;
+  const std::string& path_;
+  base::UniqueFd null_;
+  std::vector<uint8_t> buf_;
+};
 
 }  // namespace
 
@@ -153,17 +194,23 @@ WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) 
   base::MappedFile m =
       base::MappedFile::FromFd(fd.get(), len, base::MappedFile::Mode::kReadOnly, path);
   if (len == 0) return res;
-  if (auto cached = CachedPages(fd.get(), len); cached && *cached == (len + kPage - 1) / kPage) {
+  const auto cached = CachedPages(fd.get(), len);
+  if (cached && *cached == (len + kPage - 1) / kPage) {
     res.already_resident = res.resident = len;  // warm: nothing to scan or read
     res.seconds = sw.Seconds();
     return res;
   }
   if (threads <= 0) threads = std::max(2, omp_get_max_threads());
-  auto pages = Mincore(m.data(), len, path, threads);
-  res.already_resident = ResidentIn(pages, 0, len, len);
+  // A mostly cold file needs no page-by-page scan: reading its few cached pages again through
+  // sendfile costs less (1 GiB: ~11 ms cached, against ~10 ms to scan it with mincore). Reading
+  // the header has already cached a few pages.
+  const uint64_t n_pages = (len + kPage - 1) / kPage;
+  const bool scan = !cached || *cached >= n_pages / 4;
+  auto pages =
+      scan ? Mincore(m.data(), len, path, threads) : std::vector<unsigned char>(n_pages, 0);
+  res.already_resident = scan ? ResidentIn(pages, 0, len, len) : std::min(len, *cached * kPage);
   // Runs of missing pages, cut into chunks that threads take in file order.
   const uint64_t kChunk = 16ull << 20;
-  const uint64_t kReadBlock = 256ull << 10;
   std::vector<std::pair<uint64_t, uint64_t>> chunks;
   for (uint64_t p = 0; p < pages.size();) {
     if (pages[p] & 1) {
@@ -176,27 +223,29 @@ WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) 
     p = q;
   }
   for (const auto& c : chunks) res.read_bytes += c.second;
-  std::atomic<uint64_t> resident{res.already_resident};
+  if (!scan) res.read_bytes -= res.already_resident;  // those pages were passed over, not read
+  // Unscanned, the chunks cover the whole file, and each counts its own resident pages.
+  std::atomic<uint64_t> resident{scan ? res.already_resident : 0};
   std::atomic<size_t> next{0};
   std::exception_ptr error;
 #pragma omp parallel num_threads(threads)
   {
     try {
       std::vector<unsigned char> vec;
-      std::vector<uint8_t> buf;
+      ChunkReader reader(fd.get(), path);
       for (size_t i = next.fetch_add(1); i < chunks.size(); i = next.fetch_add(1)) {
         auto [off, n] = chunks[i];
         uint8_t* p = const_cast<uint8_t*>(m.data()) + off;
-        // Reading into a small buffer that stays in cache brings pages into the page cache
-        // faster than faulting them through the mapping (as `cat` does; about 3x here).
-        buf.resize(kReadBlock);
-        for (uint64_t k = 0; k < n; k += kReadBlock)
-          base::PreadFull(fd.get(), buf.data(), std::min(kReadBlock, n - k), off + k, path);
-        vec.resize((n + kPage - 1) / kPage);
+        reader.Read(off, n);
         uint64_t now = 0;
-        if (::mincore(p, n, vec.data()) == 0)
-          for (size_t k = 0; k < vec.size(); ++k)
-            if (vec[k] & 1) now += std::min(kPage, n - k * kPage);
+        if (auto c = CachedPages(fd.get(), n, off)) {
+          now = std::min(n, *c * kPage);  // chunks start on a page; only the file's last is short
+        } else {
+          vec.resize((n + kPage - 1) / kPage);
+          if (::mincore(p, n, vec.data()) == 0)
+            for (size_t k = 0; k < vec.size(); ++k)
+              if (vec[k] & 1) now += std::min(kPage, n - k * kPage);
+        }
         uint64_t total = resident.fetch_add(now) + now;
         if (omp_get_thread_num() == 0) reporter.Progress("prefetch", total, len, "bytes");
       }
