@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli_common.h"
@@ -88,25 +89,35 @@ int main(int argc, char** argv) {
                "Also print the config notes (keys engramctl accepts but does not use) that only "
                "'verify --config' prints by default");
   app.fallthrough();
-  AddBuildCommand(app);
-  AddMergeCommand(app);
-  AddInspectCommand(app);
-  AddVerifyCommand(app);
-  AddTokenizeCommand(app);
-  AddLookupCommand(app);
-  AddAppendCommand(app);
-  AddSortBucketsCommand(app);
-  AddPrefetchCommand(app);
-  AddRunCommand(app);
-  AddServeCommand(app);
-  AddExportCommand(app);
-  AddCompletionCommand(app);
+  // Only the command being run is built when it is named and no help is asked for: each
+  // command's options cost heap pages, and page faults are most of a short command's time (a
+  // warm `prefetch` or `verify` of a small table). Help, completion and a mistyped command see
+  // them all.
+  static const std::pair<const char*, void (*)(CLI::App&)> kCommands[] = {
+      {"build", AddBuildCommand},           {"merge", AddMergeCommand},
+      {"inspect", AddInspectCommand},       {"verify", AddVerifyCommand},
+      {"tokenize", AddTokenizeCommand},     {"lookup", AddLookupCommand},
+      {"append", AddAppendCommand},         {"sort-buckets", AddSortBucketsCommand},
+      {"prefetch", AddPrefetchCommand},     {"run", AddRunCommand},
+      {"serve", AddServeCommand},           {"export", AddExportCommand},
+      {"completion", AddCompletionCommand},
+  };
+  std::string verb = FindVerb(argc, argv);
+  const bool help = WantsHelpOrVersion(argc, argv);
+  bool one = false;
+  if (!help && verb != "completion")
+    for (const auto& [name, add] : kCommands)
+      if (verb == name) {
+        add(app);
+        one = true;
+      }
+  if (!one)
+    for (const auto& c : kCommands) c.second(app);
   // Recorded in table provenance; argv[0] as the program name keeps outputs reproducible.
   CommandLine() = "engramctl";
   for (int i = 1; i < argc; ++i) CommandLine() += " " + std::string(argv[i]);
 
-  std::string verb = FindVerb(argc, argv);
-  if (!WantsHelpOrVersion(argc, argv) || !verb.empty()) {
+  if (!help || !verb.empty()) {
     std::vector<std::string> names;
     for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
     if (std::find(names.begin(), names.end(), verb) == names.end()) {
