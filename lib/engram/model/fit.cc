@@ -35,6 +35,19 @@ struct Seq {
   size_t first = 0;  // first position whose next token is a target
 };
 
+// --head-dtype: bf16 products where asked, or for "auto" where the CPU has bf16 dot-product
+// instructions (elsewhere libtorch emulates them, slower than f32).
+bool BF16Head(const std::string& head_dtype) {
+  if (head_dtype == "bf16") return true;
+  if (head_dtype != "auto") return false;
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+#else
+  return false;
+#endif
+}
+
 std::string Num(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%g", v);
@@ -151,12 +164,15 @@ class Fitter {
         prm.l2 = o_.l2;
         prm.margin = margin;
         prm.keep = o_.keep;
+        prm.bf16_head = BF16Head(o_.head_dtype);
         prm.progress = [&](int step, int, double) {
           rep_.Progress("fit", static_cast<uint64_t>(step), static_cast<uint64_t>(o_.steps),
                         "steps");
           return true;
         };
+        base::Stopwatch loop;
         RowFitOutcome out = model_->FitRows(batch_, prm, anchor_, &rows);
+        res.loop_seconds += loop.Seconds();
         rep_.ProgressDone("fit");
         res.steps += out.steps;
         fitted_before_rounding = out.fitted;

@@ -46,6 +46,10 @@ struct FitOptions {
   // total_count against the median over rows read at all) keep their values (0 = edit them too):
   // every n-gram hashed to a row reads its new value, and a busy row's edit reaches the most text.
   double keep_busy = 1.5;
+  // Precision of the output head's products inside the optimiser loop: "f32", "bf16" (bf16
+  // operands, f32 sums) or "auto" (bf16 where the CPU has AVX512-BF16 or AMX-BF16 instructions,
+  // which run them about twice as fast). The checks before and after the fit always run in f32.
+  std::string head_dtype = "auto";
 };
 
 struct FitRow {
@@ -76,8 +80,9 @@ struct FitResult {
   size_t trainable_rows = 0, kept_rows = 0;  // kept: by --keep-frequent or --keep-busy
   uint32_t busy_reads = 0;  // --keep-busy's threshold in corpus reads a row (0 = off)
   int steps = 0, rounds = 0;
-  double fit_seconds = 0;  // the optimisation and checks, without loading
-  std::string dtype;       // the table's row dtype the rows were quantised to
+  double fit_seconds = 0;   // the optimisation and checks, without loading
+  double loop_seconds = 0;  // the optimiser's loop alone (every round), without the checks
+  std::string dtype;        // the table's row dtype the rows were quantised to
   bool corpus_checked = false;
   double ppl_before = 0, ppl_after = 0;
   uint64_t corpus_tokens = 0;

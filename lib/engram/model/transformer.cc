@@ -162,6 +162,10 @@ class TorchTransformer final : public Transformer {
                      .index_put_({live}, torch::arange(live.size(0), i64));
       n_dead_ = lm_head_.size(0) - live.size(0);
     }
+    if (prm.bf16_head && !live_head_bf16_.defined()) {
+      torch::NoGradGuard ng;
+      live_head_bf16_ = live_head_.to(torch::kBFloat16);
+    }
     {
       Tensor want =
           live_of_.index_select(0, tgt.narrow(0, 0, BF).reshape({-1}).index_select(0, where));
@@ -196,10 +200,26 @@ class TorchTransformer final : public Transformer {
     // in place of the trainable ones: over the live vocabulary only, since a token whose output
     // row is all zero has logit exactly 0; `full` adds the dead ones as one term log(n_dead)
     // (exact in every softmax).
+    // The layers below the first Engram layer read no row: their output is the same at every
+    // step, so it is computed once, for every sequence (B x T x hidden floats).
+    size_t first_engram = 0;
+    while (first_engram < layers_.size() && layers_[first_engram].engram < 0) ++first_engram;
+    auto plain_layer = [&](LayerW& L, Tensor h) {
+      h = AttentionTrain(L, h, cos, sin, neg);
+      Tensor x = RmsNorm(h, L.post_norm, cfg_.rms_norm_eps);
+      return h + (L.moe ? Moe(L, x) : L.dense(x));
+    };
+    Tensor below;
+    {
+      torch::NoGradGuard ng;
+      below = embed_.index({tok});  // [B, T, H]
+      for (size_t i = 0; i < first_engram; ++i) below = plain_layer(layers_[i], below);
+    }
     auto logits = [&](const Tensor& sel, const Tensor& at, const Tensor& rows) {
       const int64_t b = sel.size(0);
-      Tensor h = embed_.index({tok.index_select(0, sel)});  // [b, T, H]
-      for (auto& L : layers_) {
+      Tensor h = below.index_select(0, sel);
+      for (size_t i = first_engram; i < layers_.size(); ++i) {
+        LayerW& L = layers_[i];
         if (L.engram >= 0) {
           size_t k = static_cast<size_t>(L.engram);
           Tensor ix = index[k].index_select(0, sel).reshape({-1});
@@ -210,13 +230,15 @@ class TorchTransformer final : public Transformer {
                          .to(dtype_);
           h = h + EngramTrain(L, h, e);
         }
-        h = AttentionTrain(L, h, cos, sin, neg);
-        Tensor x = RmsNorm(h, L.post_norm, cfg_.rms_norm_eps);
-        h = h + (L.moe ? Moe(L, x) : L.dense(x));
+        h = plain_layer(L, h);
       }
       h = RmsNorm(h, final_norm_, cfg_.rms_norm_eps);
       Tensor hs = h.reshape({b * T, -1}).index_select(0, at);
-      Tensor lg = at::linear(hs, live_head_).to(torch::kFloat32);  // [N, L]
+      // In bf16 the head's products (most of a step's arithmetic: targets x live vocabulary x
+      // hidden, forward and backward) run on the CPU's bf16 dot-product units.
+      Tensor lg = (prm.bf16_head ? at::linear(hs.to(torch::kBFloat16), live_head_bf16_)
+                                 : at::linear(hs, live_head_))
+                      .to(torch::kFloat32);  // [N, L]
       Tensor full =
           n_dead_
               ? torch::cat({lg, torch::full({lg.size(0), 1}, std::log(static_cast<double>(n_dead_)),
@@ -659,7 +681,8 @@ class TorchTransformer final : public Transformer {
   bool fp8_cache_ = false;
   int64_t heads_ = 0, head_dim_ = 0;
   Tensor embed_, final_norm_, lm_head_, cos_, sin_, e4m3_lut_, valid_cache_;
-  Tensor live_head_, live_of_;  // FitRows: output rows that are not all zero, token -> their index
+  Tensor live_head_, live_head_bf16_,
+      live_of_;  // FitRows: output rows that are not all zero, token -> their index
   int64_t n_dead_ = 0;
   std::vector<LayerW> layers_;
   int64_t len_ = 0;

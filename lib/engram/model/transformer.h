@@ -55,11 +55,12 @@ struct RowFitBatch {
 
 struct RowFitParams {
   int steps = 300;
-  double lr = 0.05;     // Adam
-  double l2 = 1e-3;     // penalty weight on the squared change of the trainable rows
-  double margin = 1.0;  // a sequence is fitted when every target's logit leads by this much
-  double keep = 0;      // weight of the preservation KL (per preserved position, mean)
-  int keep_batch = 32;  // preservation contexts per step, taken in turn
+  double lr = 0.05;        // Adam
+  double l2 = 1e-3;        // penalty weight on the squared change of the trainable rows
+  double margin = 1.0;     // a sequence is fitted when every target's logit leads by this much
+  double keep = 0;         // weight of the preservation KL (per preserved position, mean)
+  int keep_batch = 32;     // preservation contexts per step, taken in turn
+  bool bf16_head = false;  // the output head's products in bf16 (f32 sums) inside the loop
   // Called after each step: (step, sequences fitted, loss). Returning false stops the fit.
   std::function<bool(int, int, double)> progress;
 };
