@@ -79,13 +79,21 @@ for k in prompts paraphrases controls; do greedy det.toml $k.txt after_$k.json; 
 ppl_after=$($E -q run --config det.toml --perplexity -f "$heldout" -t 2)
 $E -q verify t.engram --config det.toml > /dev/null
 
-# The same batch with --preserve (the build corpus): collateral change against fit time.
-cp base.engram t.engram
-$E -q append --config journal.toml --entries fit.jsonl -t 1 --preserve "$root/build/assets/brown/train.txt" \
-  --json > batch_keep.json
-$E -q sort-buckets t.engram
-for k in prompts paraphrases controls; do greedy det.toml $k.txt keep_$k.json; done
-ppl_keep=$($E -q run --config det.toml --perplexity -f "$heldout" -t 2)
+# The same batch with --preserve (the build corpus), --shrink, and both: collateral change
+# against fit time.
+variant() {  # variant NAME FLAGS...: batch fit, fold, ask; NAME_*.json and ppl_NAME.txt
+  local name=$1
+  shift
+  cp base.engram t.engram
+  $E -q append --config journal.toml --entries fit.jsonl -t 1 "$@" --json > batch_$name.json
+  $E -q sort-buckets t.engram
+  for k in prompts paraphrases controls; do greedy det.toml $k.txt ${name}_$k.json; done
+  $E -q run --config det.toml --perplexity -f "$heldout" -t 2 > ppl_$name.txt
+}
+variant keep --preserve "$root/build/assets/brown/train.txt"
+variant shrink --shrink
+variant keep_shrink --preserve "$root/build/assets/brown/train.txt" --shrink
+ppl_keep=$(cat ppl_keep.txt)
 
 $PY - "$n" "$single_ok" "$ppl_before" "$ppl_after" "${ours[*]}" "${ref[*]}" "$ppl_keep" "${whole[*]}" "${f32[*]}" <<'PY'
 import json, re, sys
@@ -122,6 +130,15 @@ print(f"with --preserve (build corpus, {keep['preserve']['contexts']} contexts):
       f"{sum(a.startswith(f['target']) for a, f in zip(k_para, facts))}/{n}, controls changed "
       f"{sum(a != b for a, b in zip(k_c, before_c))}/{n} (first token {first_tok('keep_controls.json')}, first word {first(k_c, before_c)}), perplexity "
       f"{ppl_b:.3f} -> {ppl_k:.3f} ({100 * (ppl_k / ppl_b - 1):+.3f}%), {keep['seconds'] / n:.3f} s per fact")
+for name, label in (('shrink', '--shrink'), ('keep_shrink', '--preserve --shrink')):
+    v = json.load(open(f'batch_{name}.json'))['fit']
+    ppl_v = num(open(f'ppl_{name}.txt').read())
+    v_p, v_para, v_c = (text(f'{name}_{k}.json') for k in ('prompts', 'paraphrases', 'controls'))
+    print(f"with {label} (shrink factor {v['shrink_factor']:.3f}): efficacy "
+          f"{sum(a.startswith(f['target']) for a, f in zip(v_p, facts))}/{n}, paraphrase "
+          f"{sum(a.startswith(f['target']) for a, f in zip(v_para, facts))}/{n}, controls changed "
+          f"{sum(a != b for a, b in zip(v_c, before_c))}/{n} (first token {first_tok(f'{name}_controls.json')}), "
+          f"perplexity {ppl_b:.3f} -> {ppl_v:.3f} ({100 * (ppl_v / ppl_b - 1):+.3f}%), {v['seconds'] / n:.3f} s per fact")
 dry = json.load(open('batch_dry.json'))['fit']
 whole = min(map(float, sys.argv[8].split())); f32 = min(map(float, sys.argv[9].split()))
 # Both sides time the optimiser loop alone (the reference's `seconds` leaves out its checks too).

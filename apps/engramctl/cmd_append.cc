@@ -51,6 +51,7 @@ std::string FitJson(const engram::model::FitResult& r) {
        ",\"steps\":" + std::to_string(r.steps) + ",\"rounds\":" + std::to_string(r.rounds) +
        ",\"seconds\":" + Num(r.fit_seconds, "%.3f") +
        ",\"loop_seconds\":" + Num(r.loop_seconds, "%.3f") +
+       ",\"shrink_factor\":" + Num(r.shrink_factor, "%.4f") +
        ",\"preserve\":{\"contexts\":" + std::to_string(r.preserve_contexts) +
        ",\"rows\":" + std::to_string(r.preserve_rows) + ",\"kl\":" + Num(r.preserve_kl, "%.6g") +
        "}";
@@ -238,6 +239,10 @@ void AddAppendCommand(CLI::App& app) {
                 "CPU has those instructions); the checks before and after always run in f32")
       ->check(CLI::IsMember({"auto", "f32", "bf16"}))
       ->capture_default_str();
+  s->add_flag("--shrink", f->fo.shrink,
+              "Fit: afterwards pull each target position's own rows back toward their old "
+              "values as far as every entry stays fitted by --margin (less collateral change; "
+              "paraphrases keep less slack)");
   s->add_option("--preserve", f->fo.preserve,
                 "Fit: text (one document a line, e.g. the build corpus) whose contexts that read "
                 "the fitted rows keep their next-token distributions (KL to the unedited model)");

@@ -165,6 +165,7 @@ class Fitter {
         prm.margin = margin;
         prm.keep = o_.keep;
         prm.bf16_head = BF16Head(o_.head_dtype);
+        prm.shrink = o_.shrink;
         prm.progress = [&](int step, int, double) {
           rep_.Progress("fit", static_cast<uint64_t>(step), static_cast<uint64_t>(o_.steps),
                         "steps");
@@ -177,6 +178,7 @@ class Fitter {
         res.steps += out.steps;
         fitted_before_rounding = out.fitted;
         res.preserve_kl = out.keep_kl;
+        res.shrink_factor = out.shrink;
       }
       res.rounds = round + 1;
       rounded = Round(rows);

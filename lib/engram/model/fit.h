@@ -50,6 +50,9 @@ struct FitOptions {
   // operands, f32 sums) or "auto" (bf16 where the CPU has AVX512-BF16 or AMX-BF16 instructions,
   // which run them about twice as fast). The checks before and after the fit always run in f32.
   std::string head_dtype = "auto";
+  // After the fit, pull each target position's own rows back toward their old values as far as
+  // every entry stays fitted by the margin (less collateral change, less slack for paraphrases).
+  bool shrink = false;
 };
 
 struct FitRow {
@@ -89,6 +92,7 @@ struct FitResult {
   size_t preserve_contexts = 0;  // corpus contexts the fit kept (--preserve)
   size_t preserve_rows = 0;      // trainable rows they read
   double preserve_kl = 0;        // their mean KL(unedited || fitted), before rounding
+  double shrink_factor = 1;      // --shrink: mean factor left on the trainable rows' change
 };
 
 // An entries file read for append: the entries to fit and the lines that carry values. Throws

@@ -351,6 +351,7 @@ class TorchTransformer final : public Transformer {
       }
       if (step >= prm.steps) active = Tensor();  // final check
     }
+    if (prm.shrink && BF > 0) Shrink(fb, prm, BF, P, P0, logits, tgt, &out);
     if (fb.preserve > 0) {
       // How far the preserved contexts moved, over all of them (reported; a test compares it).
       torch::NoGradGuard ng;
@@ -367,6 +368,102 @@ class TorchTransformer final : public Transformer {
       std::memcpy(rows->data(), fin.data_ptr<float>(), fin.numel() * sizeof(float));
     }
     return out;
+  }
+
+  // After the fit, every target position's own rows (trainable rows that no other position of
+  // an entry reads) are pulled back toward their old values as far as the entry stays fitted:
+  // the fit stops when an entry's hardest target leads by the margin, and its other targets
+  // usually lead by more. Positions are taken from each entry's last target back to its first,
+  // each by bisection of one factor on its rows' change; entries are independent (no scaled row
+  // is shared), so all are bisected in one batch. Every entry fitted before stays fitted.
+  template <typename Logits>
+  void Shrink(const RowFitBatch& fb, const RowFitParams& prm, int64_t BF, Tensor& P,
+              const Tensor& P0, Logits& logits, const Tensor& tgt, RowFitOutcome* out) {
+    torch::NoGradGuard ng;
+    const int64_t T = fb.T, R = P.size(0);
+    const int64_t per = static_cast<int64_t>(cfg_.memory_dim()) / fb.row_dim;
+    auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+    // Owner of each row: the entry position (b * T + t) that alone reads it; -1 shared.
+    std::vector<int64_t> owner(static_cast<size_t>(R), -2);
+    for (const auto& ix : fb.train_index)
+      for (int64_t b = 0; b < BF; ++b)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t c = 0; c < per; ++c) {
+            int64_t r = ix[static_cast<size_t>((b * T + t) * per + c)];
+            if (r < 0) continue;
+            int64_t g = fb.targets[static_cast<size_t>(b * T + t)] >= 0 ? b * T + t : -1;
+            int64_t& o = owner[static_cast<size_t>(r)];
+            o = (o == -2 || o == g) ? g : -1;
+          }
+    // Groups by rank from each entry's last target position.
+    std::vector<std::vector<int64_t>> group_rows(static_cast<size_t>(BF * T));
+    for (int64_t r = 0; r < R; ++r)
+      if (owner[static_cast<size_t>(r)] >= 0)
+        group_rows[static_cast<size_t>(owner[r])].push_back(r);
+    std::vector<std::vector<int64_t>> by_rank;  // group ids
+    for (int64_t b = 0; b < BF; ++b) {
+      size_t rank = 0;
+      for (int64_t t = T - 1; t >= 0; --t) {
+        if (fb.targets[static_cast<size_t>(b * T + t)] < 0) continue;
+        if (!group_rows[static_cast<size_t>(b * T + t)].empty()) {
+          if (by_rank.size() <= rank) by_rank.resize(rank + 1);
+          by_rank[rank].push_back(b * T + t);
+        }
+        ++rank;
+      }
+    }
+    const Tensor all = torch::arange(BF, i64);
+    Tensor tg = tgt.narrow(0, 0, BF);
+    Tensor at = (tg >= 0).reshape({-1}).nonzero().squeeze(1);
+    Tensor want = live_of_.index_select(0, tg.reshape({-1}).index_select(0, at));
+    Tensor seq_of = torch::div(at, T, "floor");
+    Tensor delta = P.detach() - P0;
+    auto ok_with = [&](const Tensor& alpha) {  // per entry: every target leads by the margin
+      Tensor lg = logits(all, at, P0 + alpha.unsqueeze(1) * delta).first;
+      Tensor tl = lg.gather(1, want.unsqueeze(1)).squeeze(1);
+      Tensor other = lg.scatter(1, want.unsqueeze(1), -INFINITY).amax(1);
+      if (n_dead_) other = other.clamp_min(0.0);
+      Tensor bad = torch::zeros({BF}, i64).index_add_(
+          0, seq_of, ((tl - other) < prm.margin).to(torch::kInt64));
+      return (bad == 0).contiguous();
+    };
+    std::vector<float> alpha(static_cast<size_t>(R), 1.0f);
+    auto alpha_t = [&] { return torch::from_blob(alpha.data(), {R}, torch::kFloat32).clone(); };
+    auto set = [&](int64_t g, float a) {
+      for (int64_t r : group_rows[static_cast<size_t>(g)]) alpha[static_cast<size_t>(r)] = a;
+    };
+    for (const auto& groups : by_rank) {
+      std::vector<float> lo(groups.size(), 0.0f), hi(groups.size(), 1.0f);
+      for (int it = 0; it < prm.shrink_steps; ++it) {
+        for (size_t i = 0; i < groups.size(); ++i) set(groups[i], 0.5f * (lo[i] + hi[i]));
+        Tensor ok = ok_with(alpha_t());
+        auto oa = ok.accessor<bool, 1>();
+        for (size_t i = 0; i < groups.size(); ++i)
+          (oa[groups[i] / T] ? hi[i] : lo[i]) = 0.5f * (lo[i] + hi[i]);
+      }
+      for (size_t i = 0; i < groups.size(); ++i) set(groups[i], hi[i]);
+    }
+    // Keep every entry the fit had fitted; where one slipped (the bisection's last accepted
+    // factors are each checked with the other groups of their rank mid-way), undo its groups.
+    Tensor ok = ok_with(alpha_t());
+    auto oa = ok.accessor<bool, 1>();
+    bool undone = false;
+    for (int64_t b = 0; b < BF; ++b)
+      if (out->fitted[static_cast<size_t>(b)] && !oa[b]) {
+        for (int64_t t = 0; t < T; ++t) set(b * T + t, 1.0f);
+        undone = true;
+      }
+    if (undone) {
+      ok = ok_with(alpha_t());
+      oa = ok.accessor<bool, 1>();
+      for (int64_t b = 0; b < BF; ++b)
+        if (out->fitted[static_cast<size_t>(b)] && !oa[b])
+          std::fill(alpha.begin(), alpha.end(), 1.0f);
+    }
+    P.detach().copy_(P0 + alpha_t().unsqueeze(1) * delta);
+    double kept = 0;
+    for (float a : alpha) kept += a;
+    out->shrink = R > 0 ? kept / static_cast<double>(R) : 1.0;
   }
 
   bool CanEmit(uint32_t token) const override {

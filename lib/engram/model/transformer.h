@@ -61,6 +61,8 @@ struct RowFitParams {
   double keep = 0;         // weight of the preservation KL (per preserved position, mean)
   int keep_batch = 32;     // preservation contexts per step, taken in turn
   bool bf16_head = false;  // the output head's products in bf16 (f32 sums) inside the loop
+  bool shrink = false;     // after the fit, pull each target position's own rows back (Shrink)
+  int shrink_steps = 6;    // bisection steps per position
   // Called after each step: (step, sequences fitted, loss). Returning false stops the fit.
   std::function<bool(int, int, double)> progress;
 };
@@ -70,6 +72,7 @@ struct RowFitOutcome {
   std::vector<uint8_t> fitted;  // per sequence, at the last forward
   double loss = 0;
   double keep_kl = 0;  // mean KL(unedited || fitted) over the preservation contexts, at the end
+  double shrink = 1;   // mean factor left on the rows' change by Shrink (1 = none)
 };
 
 // Whether this build's libtorch can reach a CUDA device.
