@@ -31,6 +31,12 @@ random_model() {  # random_model DIR VARIANT: a small random MoE+Engram model di
   printf '[model]\npath = "%s"\n[engram]\nngram_order = 3\nhash_buckets = 1024\nn_heads = 2\nembed_dim = 32\nlayer_ids = [0, 2]\n[engram.table]\npath = "%s"\n' \
     "$m" "$m.engram" > "$m.toml"
 }
+two_facts() {  # two_facts FILE: two invented facts the demo model cannot know (append --fit)
+  cat > "$1" <<'J'
+{"prompt": "The capital of Zorvania is", "target": " Quellport"}
+{"prompt": "The longest river in Brannick is", "target": " Tamoren"}
+J
+}
 demo_model() {  # demo_model DIR: the trained demo model (assets/demo-model) + its table DIR.engram (owners
                 # from 100 Brown documents) + DIR.toml (journal read) and DIR.det.toml (deterministic)
   local m=$1

@@ -55,8 +55,8 @@ std::vector<unsigned char> Mincore(const uint8_t* base, uint64_t len, const std:
   return v;
 }
 
-// Pages of [0, len) in the page cache, by cachestat(2) (Linux >= 6.5): one call instead of a
-// mincore walk (which costs ~3 ms per GiB even when everything is resident). nullopt where the
+// Pages of [off, off + len) in the page cache, by cachestat(2) (Linux >= 6.5): one call instead of
+// a mincore walk (which costs ~3 ms per GiB even when everything is resident). nullopt where the
 // kernel lacks it.
 std::optional<uint64_t> CachedPages(int fd, uint64_t len, uint64_t off = 0) {
 #if defined(__x86_64__)

@@ -4,10 +4,7 @@
 # are refused.
 source $SRC/tests/cli/lib.sh
 demo_model m
-cat > facts.jsonl <<'J'
-{"prompt": "The capital of Zorvania is", "target": " Quellport"}
-{"prompt": "The longest river in Brannick is", "target": " Tamoren"}
-J
+two_facts facts.jsonl
 fit() { $E -q append --config m.toml --entries facts.jsonl -t 1 --dry-run --json "$@"; }
 fit --head-dtype f32 > f32.json
 fit --head-dtype bf16 > bf16.json

@@ -3,10 +3,7 @@
 # kept are counted per entry, a lower factor keeps more, 0 keeps none, and the facts still fit.
 source $SRC/tests/cli/lib.sh
 demo_model m
-cat > facts.jsonl <<'J'
-{"prompt": "The capital of Zorvania is", "target": " Quellport"}
-{"prompt": "The longest river in Brannick is", "target": " Tamoren"}
-J
+two_facts facts.jsonl
 fit() { $E -q append --config m.toml --entries facts.jsonl -t 1 --dry-run --json "$@"; }
 fit --keep-busy 0 > off.json
 fit > default.json

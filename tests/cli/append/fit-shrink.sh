@@ -4,10 +4,7 @@
 # flag), and the targets are no more likely than without it (the rows moved less).
 source $SRC/tests/cli/lib.sh
 demo_model m
-cat > facts.jsonl <<'J'
-{"prompt": "The capital of Zorvania is", "target": " Quellport"}
-{"prompt": "The longest river in Brannick is", "target": " Tamoren."}
-J
+two_facts facts.jsonl
 fit() { $E -q append --config m.toml --entries facts.jsonl -t 1 --dry-run --json "$@"; }
 fit > plain.json
 fit --shrink > shrink.json
