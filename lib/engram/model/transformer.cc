@@ -196,10 +196,6 @@ class TorchTransformer final : public Transformer {
             .masked_fill(torch::ones({T, T}, torch::kBool).tril().logical_not(), -INFINITY);
     Tensor cos = cos_.narrow(0, 0, T).to(dtype_), sin = sin_.narrow(0, 0, T).to(dtype_);
 
-    // Logits of the sequences `sel` at their flattened positions `at`, with Engram rows `rows`
-    // in place of the trainable ones: over the live vocabulary only, since a token whose output
-    // row is all zero has logit exactly 0; `full` adds the dead ones as one term log(n_dead)
-    // (exact in every softmax).
     // The layers below the first Engram layer read no row: their output is the same at every
     // step, so it is computed once, for every sequence (B x T x hidden floats).
     size_t first_engram = 0;
@@ -215,6 +211,10 @@ class TorchTransformer final : public Transformer {
       below = embed_.index({tok});  // [B, T, H]
       for (size_t i = 0; i < first_engram; ++i) below = plain_layer(layers_[i], below);
     }
+    // Logits of the sequences `sel` at their flattened positions `at`, with Engram rows `rows`
+    // in place of the trainable ones: over the live vocabulary only, since a token whose output
+    // row is all zero has logit exactly 0; `full` adds the dead ones as one term log(n_dead)
+    // (exact in every softmax).
     auto logits = [&](const Tensor& sel, const Tensor& at, const Tensor& rows) {
       const int64_t b = sel.size(0);
       Tensor h = below.index_select(0, sel);
@@ -285,13 +285,7 @@ class TorchTransformer final : public Transformer {
       auto [lg, full] = logits(sel, at, P);
       p.nll = full.logsumexp(1) - lg.gather(1, want.unsqueeze(1)).squeeze(1);  // [N]
       torch::NoGradGuard ng;
-      Tensor lgd = lg.detach();
-      Tensor tl = lgd.gather(1, want.unsqueeze(1)).squeeze(1);
-      Tensor other = lgd.scatter(1, want.unsqueeze(1), -INFINITY).amax(1);
-      if (n_dead_) other = other.clamp_min(0.0);
-      Tensor bad = torch::zeros({b}, i64).index_add_(0, p.seq_of,
-                                                     ((tl - other) < prm.margin).to(torch::kInt64));
-      p.seq_ok = bad == 0;
+      p.seq_ok = Fitted(lg.detach(), want, p.seq_of, b, prm.margin);
       return p;
     };
 
@@ -370,6 +364,19 @@ class TorchTransformer final : public Transformer {
     return out;
   }
 
+  // Per sequence of `b`: whether every target's logit leads every other token's by `margin`
+  // (lg: logits over the live vocabulary at the targets, want: their live ids, seq_of: their
+  // sequences). The dead tokens' logits are 0.
+  Tensor Fitted(const Tensor& lg, const Tensor& want, const Tensor& seq_of, int64_t b,
+                double margin) const {
+    Tensor tl = lg.gather(1, want.unsqueeze(1)).squeeze(1);
+    Tensor other = lg.scatter(1, want.unsqueeze(1), -INFINITY).amax(1);
+    if (n_dead_) other = other.clamp_min(0.0);
+    Tensor bad = torch::zeros({b}, torch::kInt64)
+                     .index_add_(0, seq_of, ((tl - other) < margin).to(torch::kInt64));
+    return bad == 0;
+  }
+
   // After the fit, every target position's own rows (trainable rows that no other position of
   // an entry reads) are pulled back toward their old values as far as the entry stays fitted:
   // the fit stops when an entry's hardest target leads by the margin, and its other targets
@@ -418,14 +425,9 @@ class TorchTransformer final : public Transformer {
     Tensor want = live_of_.index_select(0, tg.reshape({-1}).index_select(0, at));
     Tensor seq_of = torch::div(at, T, "floor");
     Tensor delta = P.detach() - P0;
-    auto ok_with = [&](const Tensor& alpha) {  // per entry: every target leads by the margin
+    auto ok_with = [&](const Tensor& alpha) {
       Tensor lg = logits(all, at, P0 + alpha.unsqueeze(1) * delta).first;
-      Tensor tl = lg.gather(1, want.unsqueeze(1)).squeeze(1);
-      Tensor other = lg.scatter(1, want.unsqueeze(1), -INFINITY).amax(1);
-      if (n_dead_) other = other.clamp_min(0.0);
-      Tensor bad = torch::zeros({BF}, i64).index_add_(
-          0, seq_of, ((tl - other) < prm.margin).to(torch::kInt64));
-      return (bad == 0).contiguous();
+      return Fitted(lg, want, seq_of, BF, prm.margin).contiguous();
     };
     std::vector<float> alpha(static_cast<size_t>(R), 1.0f);
     auto alpha_t = [&] { return torch::from_blob(alpha.data(), {R}, torch::kFloat32).clone(); };
