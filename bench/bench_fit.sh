@@ -4,10 +4,11 @@
 # time and all together into a copy of the demo table, folded with sort-buckets, then asked with
 # `run` (greedy). Prints efficacy (the continuation starts with the target) for single and batch
 # fits, paraphrase success, control prompts whose continuation changed, held-out Brown perplexity
-# before/after, rows touched, and seconds per fact on 1 thread (the optimiser loop, as the
-# reference times it; also with --head-dtype f32, and the whole fit) against the PyTorch reference doing
-# the same fit (scripts/model/fit_reference.py with the same settings and, like engramctl, logits
-# over the seen vocabulary only; best of RUNS interleaved runs each).
+# before/after, rows touched, which changed controls read fitted rows (bench/fit_collateral.py),
+# and seconds per fact on 1 thread (the optimiser loop, as the reference times it; also with
+# --head-dtype f32, and the whole fit) against the PyTorch reference doing the same fit
+# (scripts/model/fit_reference.py with the same settings and, like engramctl, logits over the
+# seen vocabulary only; best of RUNS interleaved runs each).
 # Targets: efficacy >= 95%, paraphrase >= 90%, controls changed <= 5%, perplexity +<= 0.5%,
 # <= 2 s per fact, >= 2x faster than the reference.
 #   bench/bench_fit.sh [WORKDIR] [RUNS] [FACTS]      (after ./scripts/demo.sh)
@@ -78,6 +79,10 @@ $E -q sort-buckets t.engram
 for k in prompts paraphrases controls; do greedy det.toml $k.txt after_$k.json; done
 ppl_after=$($E -q run --config det.toml --perplexity -f "$heldout" -t 2)
 $E -q verify t.engram --config det.toml > /dev/null
+# Which changed control prompts read fitted rows (hash collisions), how close their first token
+# was, and which rows put back restore it.
+$PY "$root/bench/fit_collateral.py" --model "$model" --engramctl "$E" --base base.engram \
+  --fitted t.engram --prompts controls.txt > collateral.txt
 
 # The same batch with --preserve (the build corpus), --shrink, and both: collateral change
 # against fit time.
@@ -122,6 +127,7 @@ ids = lambda f: [p['output_ids'] for p in json.load(open(f))['prompts']]
 first_tok = lambda f: sum(x[:1] != y[:1] for x, y in zip(ids(f), ids('before_controls.json')))
 first = lambda a, b: sum(x.split()[:1] != y.split()[:1] for x, y in zip(a, b))
 print(f"control prompts whose first token changed: {first_tok('after_controls.json')}/{n}, first word: {first(after_c, before_c)}/{n}")
+print("  " + open('collateral.txt').read().rstrip().replace("\n", "\n  "))
 keep = json.load(open('batch_keep.json'))['fit']
 ppl_k = num(sys.argv[7])
 k_p, k_para, k_c = text('keep_prompts.json'), text('keep_paraphrases.json'), text('keep_controls.json')
