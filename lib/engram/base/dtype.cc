@@ -251,15 +251,23 @@ bool BitsFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t n) noe
     case DType::kF16:
       return !LanesAllOnes(in, 2 * n, 0x7C007C007C007C00ull, 0x0400040004000400ull, false);
     case DType::kF8E4M3:
-      // No NaN byte (low 7 bits all set), and no scale >= 0xF0 (bits 4..7 all set).
-      return !LanesAllOnes(in, n, 0x7F7F7F7F7F7F7F7Full, 0x0101010101010101ull, false) &&
-             !LanesAllOnes(scales, (n + kFp8BlockSize - 1) / kFp8BlockSize, 0x7070707070707070ull,
-                           0x1010101010101010ull, true);
+      return Fp8ValuesFinite(in, n) &&
+             Fp8ScalesBelowF0(scales, (n + kFp8BlockSize - 1) / kFp8BlockSize);
   }
   return false;
 }
 
 }  // namespace
+
+// No NaN byte (low 7 bits all set).
+bool Fp8ValuesFinite(const uint8_t* in, size_t n) noexcept {
+  return !LanesAllOnes(in, n, 0x7F7F7F7F7F7F7F7Full, 0x0101010101010101ull, false);
+}
+
+// No scale >= 0xF0 (bits 4..7 all set).
+bool Fp8ScalesBelowF0(const uint8_t* scales, size_t n_scales) noexcept {
+  return !LanesAllOnes(scales, n_scales, 0x7070707070707070ull, 0x1010101010101010ull, true);
+}
 
 size_t FirstNonFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t n) noexcept {
   if (BitsFinite(t, in, scales, n)) return n;

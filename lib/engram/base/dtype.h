@@ -44,6 +44,11 @@ void DecodeRow(DType t, const uint8_t* in, const uint8_t* scales, std::span<floa
 size_t FirstNonFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t n) noexcept;
 // FirstNonFinite(...) == n, written to vectorize (no early exit): for whole-table scans.
 bool AllFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t n) noexcept;
+// fp8 in two passes, for scans that read values and scales apart: no value byte is a NaN code;
+// every e8m0 scale is below 0xF0 (0xFF is NaN, and scales from 0xF0 up may overflow a value, so
+// FirstNonFinite decides for their rows). Both true implies AllFinite.
+bool Fp8ValuesFinite(const uint8_t* in, size_t n) noexcept;
+bool Fp8ScalesBelowF0(const uint8_t* scales, size_t n_scales) noexcept;
 // The largest finite magnitude a value of this dtype holds (fp8: after its block scale).
 float MaxFinite(DType t) noexcept;
 

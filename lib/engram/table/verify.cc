@@ -42,7 +42,7 @@ void Add(VerifyReport* r, uint64_t offset, uint64_t length, std::string field, C
 // start in; a row running past its chunk's end is completed with a read of its remainder.
 struct RowsCheck {
   const Layout* layout = nullptr;   // null: no check (no readable layout)
-  const uint8_t* scales = nullptr;  // SCALES in the mapping (fp8)
+  const uint8_t* scales = nullptr;  // SCALES in the mapping (fp8): checked as SCALES is hashed
 };
 
 struct StatsCheck {
@@ -138,6 +138,12 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
   std::vector<StatsCheck> stats_jobs(jobs.size());
   // Per job, the rows [first, end) it checked for finiteness, with end = 0 when all are finite.
   std::vector<std::pair<uint64_t, uint64_t>> row_jobs(jobs.size(), {0, 0});
+  // fp8: rows are checked by their value bytes in ROWS, and by their block scales apart, as SCALES
+  // is hashed (reading the scales through the mapping beside each piece of rows faulted their
+  // pages in: fp8 verify took ~15% longer). Per job, the rows whose scales are 0xF0 or more.
+  const bool fp8 =
+      rows_check.layout && rows_check.scales && rows_check.layout->dtype == base::DType::kF8E4M3;
+  std::vector<std::pair<uint64_t, uint64_t>> scale_jobs(jobs.size(), {0, 0});
   std::atomic<uint64_t> done_bytes{0};
   uint64_t total_bytes = 0;
   for (const auto& j : jobs) total_bytes += j.len;
@@ -173,10 +179,11 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
       uint64_t next_row = first_row;                           // the next row to check
       bool finite = true;
       auto check = [&](const uint8_t* rows, uint64_t count) {
-        finite = base::AllFinite(l->dtype, rows, rows_check.scales + next_row * l->scale_stride(),
-                                 count * l->row_dim);
+        finite = fp8 ? base::Fp8ValuesFinite(rows, count * l->row_dim)
+                     : base::AllFinite(l->dtype, rows, nullptr, count * l->row_dim);
         next_row += count;
       };
+      const bool scales_sec = fp8 && e.type == static_cast<uint32_t>(SectionType::kScales);
       carry.clear();
       sum.Reset();
       bool failed = false;
@@ -195,6 +202,14 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
         if (stats_sec)                 // 16-byte rows: pieces and chunks hold whole rows
           CountBadStats(buf.get() - lo, lo / kStatsRowSize, (lo + n) / kStatsRowSize,
                         &stats_jobs[k]);
+        if (scales_sec && !base::Fp8ScalesBelowF0(buf.get(), n)) {
+          const uint64_t ss = rows_check.layout->scale_stride();
+          const uint64_t r0 = lo / ss,
+                         r1 = std::min(rows_check.layout->total_rows, (lo + n + ss - 1) / ss);
+          auto& r = scale_jobs[k];
+          r = r.second ? std::make_pair(std::min(r.first, r0), std::max(r.second, r1))
+                       : std::make_pair(r0, r1);
+        }
         if (!l || !finite || next_row >= l->total_rows) continue;
         uint64_t used = 0;     // bytes of the piece before next_row's start
         if (!carry.empty()) {  // complete the row begun before
@@ -234,8 +249,17 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
   }
   if (error) std::rethrow_exception(error);
   reporter.ProgressDone("verify checksums");
-  for (const auto& r : row_jobs)
-    if (r.second) suspect_rows->push_back(r);
+  // Ranges of suspect rows, merged: a row is named once however many checks flagged it.
+  std::vector<std::pair<uint64_t, uint64_t>> suspect;
+  for (const auto* v : {&row_jobs, &scale_jobs})
+    for (const auto& r : *v)
+      if (r.second) suspect.push_back(r);
+  std::sort(suspect.begin(), suspect.end());
+  for (const auto& r : suspect)
+    if (!suspect_rows->empty() && r.first <= suspect_rows->back().second)
+      suspect_rows->back().second = std::max(suspect_rows->back().second, r.second);
+    else
+      suspect_rows->push_back(r);
   for (const StatsCheck& c : stats_jobs) {
     stats->bad += c.bad;
     stats->first = std::min(stats->first, c.first);

@@ -28,7 +28,8 @@ namespace {
 // Writes a table whose row r holds values f(r, i), tags r+1 (0 for every 3rd row).
 void WriteTable(const std::string& path, const Layout& l, bool stats = true,
                 std::vector<uint64_t> implausible_stats_rows = {}, uint32_t chunk_log2 = 12,
-                std::vector<uint64_t> nan_rows = {}) {
+                std::vector<uint64_t> nan_rows = {},
+                std::vector<std::pair<uint64_t, uint8_t>> first_scale_of = {}) {
   WriterOptions o;
   o.with_stats = stats;
   o.chunk_log2 = chunk_log2;
@@ -52,6 +53,7 @@ void WriteTable(const std::string& path, const Layout& l, bool stats = true,
     if (l.dtype == base::DType::kBF16) std::memcpy(v, "\xC0\x7F", 2);
     if (l.dtype == base::DType::kF8E4M3) *v = 0x7F;
   }
+  for (auto [r, scale] : first_scale_of) w.scales()[r * l.scale_stride()] = scale;  // fp8
   for (uint64_t r : implausible_stats_rows) {  // owner count above the bucket's total
     uint32_t vals[3] = {9, 3, 2};
     std::memcpy(w.stats() + r * kStatsRowSize, vals, 12);
@@ -292,6 +294,38 @@ TEST_CASE("verify names a non-finite row wherever it lies: across pieces, chunks
     }
     WriteTable(p, l, true, {}, 20, {});
     CHECK(Verify(p, {}, base::Silent()).ok());
+  }
+}
+
+TEST_CASE("verify names fp8 rows made non-finite by their block scale, each row once") {
+  // SCALES is checked apart from the value bytes: a NaN scale (0xFF), a scale that overflows the
+  // block's values (0xF8: 2^121 times values up to 448), a high scale on an all-zero block (still
+  // finite), and a row with both a NaN byte and a NaN scale, in any piece.
+  TempDir dir;
+  std::string p = dir / "t.engram";
+  hash::AddressSpec s;
+  s.layer_ids = {1};
+  s.max_order = 2;
+  s.n_heads = 1;
+  s.log2_buckets = 15;
+  s.canonical_vocab = 100;
+  Layout l = MakeLayout(s, 96, base::DType::kF8E4M3, {}, 0);
+  const uint64_t rows = l.total_rows;
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    VerifyOptions o;
+    o.threads = threads;
+    WriteTable(p, l, true, {}, 20, {rows - 1}, {{7, 0xFF}, {rows / 2, 0xF8}, {rows - 1, 0xFF}});
+    VerifyReport rep = Verify(p, o, base::Silent());
+    REQUIRE(rep.problems.size() == 1);
+    CHECK(rep.problems[0].message.find(
+              "3 row(s) hold non-finite values (Inf or NaN); first: row 7 ") != std::string::npos);
+    WriteTable(p, l, true, {}, 20, {}, {{rows / 3, 0xF0}});  // 2^113 * at most 448: finite
+    std::vector<float> v(l.row_dim);
+    auto r = Reader::Open(p);
+    base::DecodeRow(l.dtype, r->RowBytes(rows / 3), r->ScaleBytes(rows / 3), v);
+    CHECK(std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); }));
+    CHECK(Verify(p, o, base::Silent()).ok());
   }
 }
 
