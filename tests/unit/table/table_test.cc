@@ -62,6 +62,17 @@ void WriteTable(const std::string& path, const Layout& l, bool stats = true,
   w.Commit(base::Silent());
 }
 
+// Layer 1, bigrams, one head, 100 canonical ids: the verify tests' tables.
+hash::AddressSpec BigramSpec(uint32_t log2_buckets) {
+  hash::AddressSpec s;
+  s.layer_ids = {1};
+  s.max_order = 2;
+  s.n_heads = 1;
+  s.log2_buckets = log2_buckets;
+  s.canonical_vocab = 100;
+  return s;
+}
+
 std::string OpenError(const std::string& path, Code* code = nullptr) {
   try {
     Reader::Open(path);
@@ -267,13 +278,7 @@ TEST_CASE("verify names a non-finite row wherever it lies: across pieces, chunks
   };
   for (Shape sh : {Shape{base::DType::kF32, 40000, 5}, Shape{base::DType::kBF16, 300, 13},
                    Shape{base::DType::kF8E4M3, 96, 15}}) {
-    hash::AddressSpec s;
-    s.layer_ids = {1};
-    s.max_order = 2;
-    s.n_heads = 1;
-    s.log2_buckets = sh.log2_buckets;
-    s.canonical_vocab = 100;
-    Layout l = MakeLayout(s, sh.row_dim, sh.dtype, {}, 0);
+    Layout l = MakeLayout(BigramSpec(sh.log2_buckets), sh.row_dim, sh.dtype, {}, 0);
     const uint64_t stride = l.row_stride(), rows = l.total_rows;
     std::vector<uint64_t> bad = {
         0, rows - 1, (128 << 10) / stride, (1 << 20) / stride, (3 << 20) / stride, rows / 2};
@@ -299,17 +304,11 @@ TEST_CASE("verify names a non-finite row wherever it lies: across pieces, chunks
 
 TEST_CASE("verify names fp8 rows made non-finite by their block scale, each row once") {
   // SCALES is checked apart from the value bytes: a NaN scale (0xFF), a scale that overflows the
-  // block's values (0xF8: 2^121 times values up to 448), a high scale on an all-zero block (still
-  // finite), and a row with both a NaN byte and a NaN scale, in any piece.
+  // block's values (0xF8: 2^121 times values up to 448), a high scale that stays finite (0xF0),
+  // and a row with both a NaN byte and a NaN scale.
   TempDir dir;
   std::string p = dir / "t.engram";
-  hash::AddressSpec s;
-  s.layer_ids = {1};
-  s.max_order = 2;
-  s.n_heads = 1;
-  s.log2_buckets = 15;
-  s.canonical_vocab = 100;
-  Layout l = MakeLayout(s, 96, base::DType::kF8E4M3, {}, 0);
+  Layout l = MakeLayout(BigramSpec(15), 96, base::DType::kF8E4M3, {}, 0);
   const uint64_t rows = l.total_rows;
   for (int threads : {1, 2}) {
     CAPTURE(threads);
