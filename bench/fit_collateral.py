@@ -11,9 +11,7 @@ The tables are read through `engramctl export` (journal applied); the model is t
 reference (scripts/model/engram_model.py), so first tokens are taken from its float32 logits.
 """
 import argparse
-import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -23,29 +21,16 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "model"))
 from engram_hash import NativeAddressing  # noqa: E402
-from engram_model import load_model  # noqa: E402
+from engram_model import load_model, read_safetensors  # noqa: E402
 from fit_reference import FittedRows, hidden, tokenize  # noqa: E402
 
 
-def read_rows(engramctl, table, row_dim):
+def read_rows(engramctl, table):
     """The table's rows as float32 [rows, row_dim], through `engramctl export`."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "t.safetensors")
         subprocess.check_call([engramctl, "-q", "export", table, "-o", path])
-        raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    t = json.loads(raw[8:8 + n])["engram.table.weight"]
-    s, e = t["data_offsets"]
-    data = raw[8 + n + s:8 + n + e]
-    if t["dtype"] == "BF16":
-        a = (np.frombuffer(data, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
-    elif t["dtype"] == "F16":
-        a = np.frombuffer(data, dtype=np.float16).astype(np.float32)
-    elif t["dtype"] == "F32":
-        a = np.frombuffer(data, dtype=np.float32)
-    else:
-        raise SystemExit(f"fit_collateral: table dtype {t['dtype']} is not handled (bf16, f16, f32)")
-    return torch.from_numpy(a.reshape(-1, row_dim).copy())
+        return read_safetensors(path)["engram.table.weight"].float()
 
 
 def main():
@@ -67,8 +52,7 @@ def main():
     pad = int(canon_map[e.get("pad_token_id", 0)])
     addr = NativeAddressing(e["layer_ids"], e["max_ngram_size"], e["n_head_per_ngram"],
                             e["log2_buckets"], pad, e["seed"])
-    row_dim = model.engram.table.weight.shape[1]
-    base, fitted = read_rows(a.engramctl, a.base, row_dim), read_rows(a.engramctl, a.fitted, row_dim)
+    base, fitted = read_rows(a.engramctl, a.base), read_rows(a.engramctl, a.fitted)
     changed = (fitted != base).any(1)
     lines = [l.rstrip("\n") for l in open(a.prompts) if l.strip()]
     ids, can = tokenize(a.engramctl, tok, lines, False), tokenize(a.engramctl, tok, lines, True)

@@ -41,8 +41,8 @@ void Add(VerifyReport* r, uint64_t offset, uint64_t length, std::string field, C
 // second pass through the mapping cost more than the hashing). Rows are checked by the chunk they
 // start in; a row running past its chunk's end is completed with a read of its remainder.
 struct RowsCheck {
-  const Layout* layout = nullptr;   // null: no check (no readable layout)
-  const uint8_t* scales = nullptr;  // SCALES in the mapping (fp8): checked as SCALES is hashed
+  // null: no check (no readable layout, or ROWS or SCALES not of the layout's size)
+  const Layout* layout = nullptr;
 };
 
 struct StatsCheck {
@@ -141,8 +141,7 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
   // fp8: rows are checked by their value bytes in ROWS, and by their block scales apart, as SCALES
   // is hashed (reading the scales through the mapping beside each piece of rows faulted their
   // pages in: fp8 verify took ~15% longer). Per job, the rows whose scales are 0xF0 or more.
-  const bool fp8 =
-      rows_check.layout && rows_check.scales && rows_check.layout->dtype == base::DType::kF8E4M3;
+  const bool fp8 = rows_check.layout && rows_check.layout->dtype == base::DType::kF8E4M3;
   std::vector<std::pair<uint64_t, uint64_t>> scale_jobs(jobs.size(), {0, 0});
   std::atomic<uint64_t> done_bytes{0};
   uint64_t total_bytes = 0;
@@ -494,10 +493,8 @@ VerifyReport Verify(const std::string& path, const VerifyOptions& o, base::Repor
     const SectionEntry* scales = reader->FindSection(SectionType::kScales);
     const uint64_t scale_bytes = l.total_rows * l.scale_stride();
     if (rows && l.row_dim && rows->size == l.total_rows * l.row_stride() &&
-        (scale_bytes == 0 || (scales && scales->size == scale_bytes))) {
+        (scale_bytes == 0 || (scales && scales->size == scale_bytes)))
       rows_check.layout = &l;
-      rows_check.scales = scale_bytes ? map.data() + scales->offset : nullptr;
-    }
   }
   CheckChunks(h, fd.get(), map.data(), path, o.threads > 0 ? o.threads : omp_get_max_threads(),
               &rep, &stats, rows_check, &suspect_rows, scan_journal, reporter);
