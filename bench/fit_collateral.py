@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "model"))
 from engram_hash import NativeAddressing  # noqa: E402
-from engram_model import load_model, read_safetensors  # noqa: E402
+from engram_model import load_config, load_model, read_safetensors  # noqa: E402
 from fit_reference import FittedRows, hidden, tokenize  # noqa: E402
 
 
@@ -43,7 +43,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    model = load_model(a.model)
+    base, fitted = read_rows(a.engramctl, a.base), read_rows(a.engramctl, a.fitted)
+    cfg = load_config(a.model)["engram"]
+    n_sub = len(cfg["layer_ids"]) * (cfg["max_ngram_size"] - 1) * cfg["n_head_per_ngram"]
+    # A table built with --tile-values has more buckets per sub-table than the model.
+    model = load_model(a.model, log2_buckets=(base.shape[0] // n_sub).bit_length() - 1)
     model.requires_grad_(False)
     e = model.cfg["engram"]
     tok = os.path.join(a.model, "tokenizer.json")
@@ -52,7 +56,6 @@ def main():
     pad = int(canon_map[e.get("pad_token_id", 0)])
     addr = NativeAddressing(e["layer_ids"], e["max_ngram_size"], e["n_head_per_ngram"],
                             e["log2_buckets"], pad, e["seed"])
-    base, fitted = read_rows(a.engramctl, a.base), read_rows(a.engramctl, a.fitted)
     changed = (fitted != base).any(1)
     lines = [l.rstrip("\n") for l in open(a.prompts) if l.strip()]
     ids, can = tokenize(a.engramctl, tok, lines, False), tokenize(a.engramctl, tok, lines, True)

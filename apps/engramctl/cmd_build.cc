@@ -189,6 +189,11 @@ void AddBuildCommand(CLI::App& app) {
                 "Tensor in --values holding [rows, row_dim] values");
   s->add_option("--scale-tensor", f->o.scales_tensor,
                 "fp8 tables: tensor of e8m0 scales [rows, row_dim/32]");
+  s->add_flag("--tile-values", f->o.tile_values,
+              "Native tables with more buckets than --tensor: repeat each sub-table's rows (2^m "
+              "buckets in the tensor, 2^k in the table: 2^(k-m) times). Every n-gram reads the row "
+              "it read before, so the model's outputs do not change, and rows later fitted or "
+              "appended collide 2^(k-m) times less often with other n-grams");
   s->add_flag("--no-stats", f->no_stats, "Do not write the per-bucket STATS section");
   s->add_option(
        "--owners", f->o.owners,

@@ -218,11 +218,29 @@ class EngramMoE(nn.Module):
         return h @ self.embed_tokens.weight.t()
 
 
-def load_model(model_dir, dtype=torch.float32):
-    """Loads config.json + model.safetensors (our own small reader: Debian has no safetensors)."""
+def tile_table(table, log2_from, log2_to):
+    """The table [n_sub << log2_from, row_dim] with each sub-table's rows repeated to 2^log2_to
+    buckets, as `engramctl build --tile-values` lays them out: bucket = hash & mask keeps the low
+    bits, so every n-gram reads the row it read before."""
+    if log2_to < log2_from:
+        raise SystemExit(f"cannot tile a table of 2^{log2_from} buckets per sub-table down to 2^{log2_to}")
+    n_sub = table.shape[0] >> log2_from
+    return table.reshape(n_sub, 1 << log2_from, -1).repeat(1, 1 << (log2_to - log2_from), 1).reshape(
+        n_sub << log2_to, -1)
+
+
+def load_model(model_dir, dtype=torch.float32, log2_buckets=None):
+    """Loads config.json + model.safetensors (our own small reader: Debian has no safetensors).
+    log2_buckets: the table's buckets per sub-table when it has more than the model's (a table
+    built with --tile-values); the model's table is tiled to match."""
     cfg = load_config(model_dir)
-    model = EngramMoE(cfg)
     tensors = read_safetensors(os.path.join(model_dir, "model.safetensors"))
+    e = cfg["engram"]
+    if log2_buckets and log2_buckets != e["log2_buckets"]:
+        name = "engram.table.weight"
+        tensors[name] = tile_table(tensors[name], e["log2_buckets"], log2_buckets)
+        e["log2_buckets"] = log2_buckets
+    model = EngramMoE(cfg)
     sd = model.state_dict()
     missing = set(sd) - set(tensors)
     if missing:

@@ -145,6 +145,9 @@ def main():
     ap.add_argument("--extra-checks", action="store_true", help="also paraphrases and control prompts")
     ap.add_argument("--verbose", action="store_true", help="per-step progress on stderr")
     ap.add_argument("--json")
+    ap.add_argument("--log2-buckets", type=int, default=0,
+                    help="buckets per sub-table of the table engramctl reads, when it has more than the model's "
+                         "(built with --tile-values): the model's table is tiled to match")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
 
@@ -152,7 +155,7 @@ def main():
     if a.limit:
         facts = facts[:a.limit]
     t0 = time.perf_counter()
-    model = load_model(a.model)
+    model = load_model(a.model, log2_buckets=a.log2_buckets)
     model.requires_grad_(False)
     cfg = model.cfg
     e = cfg["engram"]

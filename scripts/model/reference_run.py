@@ -51,11 +51,14 @@ def main():
     ap.add_argument("--perplexity", action="store_true")
     ap.add_argument("--no-engram", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--log2-buckets", type=int, default=0,
+                    help="buckets per sub-table of the table engramctl reads, when it has more than the model's "
+                         "(built with --tile-values): the model's table is tiled to match")
     ap.add_argument("--window", type=int, default=512, help="perplexity window (tokens)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     t0 = time.perf_counter()
-    model = load_model(a.model)
+    model = load_model(a.model, log2_buckets=a.log2_buckets)
     cfg = model.cfg
     e = cfg["engram"]
     tok = os.path.join(a.model, "tokenizer.json")

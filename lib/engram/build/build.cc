@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -49,6 +50,19 @@ void StreamTensor(const SafetensorsFile& f, const TensorInfo& t, uint8_t* dst, u
   }
 }
 
+// Spreads `subtables` blocks of `src_rows` rows, packed at the start of `base`, into blocks of
+// src_rows * factor rows that repeat their source `factor` times (--tile-values). Back to front:
+// block s is written at s * factor * src_rows or later, past every source not yet moved.
+void TileRows(uint8_t* base, uint64_t subtables, uint64_t src_rows, uint64_t factor,
+              uint64_t stride) {
+  const uint64_t src_bytes = src_rows * stride;
+  for (uint64_t s = subtables; s-- > 0;) {
+    uint8_t* dst = base + s * factor * src_bytes;
+    std::memmove(dst, base + s * src_bytes, src_bytes);
+    for (uint64_t j = 1; j < factor; ++j) std::memcpy(dst + j * src_bytes, dst, src_bytes);
+  }
+}
+
 // Rows (and fp8 scales) from a checkpoint: one tensor for the whole table, or, with "{layer}" in
 // the name, one per Engram layer laid out like the reference's MultiHeadEmbedding (orders, then
 // heads), which is the table's row order inside a layer. Shapes and dtypes are checked; bytes are
@@ -82,7 +96,12 @@ void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* 
   } else {
     pieces.push_back({o.values_tensor, o.scales_tensor, 0, l.total_rows});
   }
-  uint64_t total = 0, done = 0;
+  const bool native = l.spec.mode == hash::AddressingMode::kNative;
+  ENGRAM_CHECK(!o.tile_values || native, Code::kInvalidArgument,
+               "--tile-values needs native addressing (deepseek buckets are taken modulo a "
+               "prime, so a larger table does not repeat a smaller one)");
+  const uint64_t buckets = native ? uint64_t{1} << l.spec.log2_buckets : 0;
+  uint64_t total = 0, done = 0, factor = 0;  // factor: rows repeated (the same for every piece)
   for (const auto& p : pieces) total += p.rows * (l.row_stride() + l.scale_stride());
   for (const auto& p : pieces) {
     auto [file, t] = ckpt->Get(p.name);
@@ -90,29 +109,53 @@ void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* 
     std::string shape;
     for (size_t i = 0; i < t->shape.size(); ++i)
       shape += (i ? "x" : "") + std::to_string(t->shape[i]);
-    ENGRAM_CHECK(t->numel() == want, Code::kInvalidArgument,
+    // A tensor of 2^m buckets per sub-table for a native table of 2^k: tileable when k > m.
+    uint64_t f = 0;
+    if (native && t->numel() && t->numel() < want && want % t->numel() == 0) {
+      f = want / t->numel();
+      if ((f & (f - 1)) || buckets % f) f = 0;
+    }
+    std::string hint = "; check the layout flags or the tensor name";
+    if (f)
+      hint = "; it holds 2^" + std::to_string(std::countr_zero(buckets / f)) +
+             " buckets per sub-table and the table 2^" + std::to_string(l.spec.log2_buckets) +
+             ": add --tile-values to repeat each sub-table's rows " + std::to_string(f) +
+             "x (exact under native addressing)";
+    ENGRAM_CHECK(t->numel() == want || (o.tile_values && f), Code::kInvalidArgument,
                  "tensor \"" << p.name << "\" has shape [" << shape << "] (" << t->numel()
                              << " values), but " << (per_layer ? "that layer" : "the table")
-                             << " needs " << p.rows << " rows x " << l.row_dim << " values = "
-                             << want << "; check the layout flags or the tensor name");
+                             << " needs " << p.rows << " rows x " << l.row_dim
+                             << " values = " << want << hint);
+    if (t->numel() == want) f = 1;
+    ENGRAM_CHECK(
+        factor == 0 || f == factor, Code::kInvalidArgument,
+        "tensor \"" << p.name << "\" has another bucket count than the layers before it; "
+                    << "--tile-values repeats every layer's rows the same number of times");
+    factor = f;
     ENGRAM_CHECK(t->dtype == StDTypeOf(l.dtype), Code::kInvalidArgument,
                  "tensor \"" << p.name << "\" is " << StDTypeName(t->dtype)
                              << " but the table stores " << base::DTypeName(l.dtype)
                              << "; pass --dtype matching the tensor (rows are copied bit-exact)");
-    StreamTensor(*file, *t, rows + p.first_row * l.row_stride(), p.rows * l.row_stride(), reporter,
-                 &done, total);
+    const uint64_t src_rows = p.rows / f, subtables = f > 1 ? p.rows / buckets : 1;
+    StreamTensor(*file, *t, rows + p.first_row * l.row_stride(), src_rows * l.row_stride(),
+                 reporter, &done, total);
+    if (f > 1)
+      TileRows(rows + p.first_row * l.row_stride(), subtables, buckets / f, f, l.row_stride());
     if (fp8) {
       auto [sf, st] = ckpt->Get(p.scale_name);
-      ENGRAM_CHECK(st->numel() == p.rows * l.scale_stride(), Code::kInvalidArgument,
+      ENGRAM_CHECK(st->numel() == src_rows * l.scale_stride(), Code::kInvalidArgument,
                    "scale tensor \"" << p.scale_name << "\" has " << st->numel()
-                                     << " values, it needs " << p.rows * l.scale_stride()
+                                     << " values, it needs " << src_rows * l.scale_stride()
                                      << " (one per 32 values)");
       ENGRAM_CHECK(st->dtype == StDType::kF8E8M0 || st->dtype == StDType::kU8,
                    Code::kInvalidArgument,
                    "scale tensor \"" << p.scale_name << "\" is " << StDTypeName(st->dtype)
                                      << "; e8m0 scales are F8_E8M0 or U8");
-      StreamTensor(*sf, *st, scales + p.first_row * l.scale_stride(), p.rows * l.scale_stride(),
+      StreamTensor(*sf, *st, scales + p.first_row * l.scale_stride(), src_rows * l.scale_stride(),
                    reporter, &done, total);
+      if (f > 1)
+        TileRows(scales + p.first_row * l.scale_stride(), subtables, buckets / f, f,
+                 l.scale_stride());
     }
   }
   reporter.ProgressDone("import values");
@@ -124,10 +167,16 @@ void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* 
                                << "(Inf or NaN) in table row " << r << ", value " << i
                                << "; a table's rows must be finite: fix the checkpoint");
   }
+  std::string tiled;
+  if (factor > 1)
+    tiled = ", each sub-table's repeated " + std::to_string(factor) + "x into 2^" +
+            std::to_string(l.spec.log2_buckets) + " buckets (" + std::to_string(l.total_rows) +
+            " rows)";
   reporter.Log(base::LogLevel::kInfo,
-               "values: copied " + std::to_string(l.total_rows) + " rows bit-exact from " +
+               "values: copied " + std::to_string(l.total_rows / factor) + " rows bit-exact from " +
                    o.values_path +
-                   (per_layer ? " (" + std::to_string(pieces.size()) + " per-layer tensors)" : ""));
+                   (per_layer ? " (" + std::to_string(pieces.size()) + " per-layer tensors)" : "") +
+                   tiled);
 }
 
 std::string Provenance(const BuildOptions& o, const TokenStreamStats& st, uint64_t created) {
@@ -186,6 +235,7 @@ base::Json OptionsJson(const BuildOptions& o) {
                            {"values_path", Json::MakeString(o.values_path)},
                            {"values_tensor", Json::MakeString(o.values_tensor)},
                            {"scales_tensor", Json::MakeString(o.scales_tensor)},
+                           {"tile_values", Json::MakeNumber(o.tile_values ? 1 : 0)},
                            {"with_stats", Json::MakeNumber(o.with_stats ? 1 : 0)},
                            {"chunk_log2", Json::MakeNumber(o.chunk_log2)},
                            {"owners", Json::MakeString(o.owners)}});
@@ -203,6 +253,7 @@ void ApplyOptionsJson(const base::Json& j, BuildOptions* o) {
   o->values_tensor = str("values_tensor");
   o->scales_tensor = str("scales_tensor");
   o->owners = str("owners");
+  o->tile_values = j.Find("tile_values") && j.Find("tile_values")->as_uint64().value_or(0) != 0;
   o->with_stats = j.Find("with_stats") && j.Find("with_stats")->as_uint64().value_or(1) != 0;
   o->chunk_log2 = static_cast<uint32_t>(
       j.Find("chunk_log2") ? j.Find("chunk_log2")->as_uint64().value_or(kDefaultChunkLog2)

@@ -29,6 +29,10 @@ struct BuildOptions {
   std::string values_path;    // safetensors file / index / directory
   std::string values_tensor;  // rows: [total_rows, row_dim] (any shape with that numel)
   std::string scales_tensor;  // fp8 tables: e8m0 scales [total_rows, row_dim / 32]
+  // Native tables: a tensor with 2^m buckets per sub-table fills a table of 2^k (k > m), each
+  // sub-table's rows repeated 2^(k-m) times. Exact: bucket = hash & (2^k - 1) keeps the low m bits
+  // of the tensor's bucket, so every n-gram reads the row it read there.
+  bool tile_values = false;
   bool with_stats = true;
   bool dry_run = false;
   int threads = 0;                            // 0 = all cores

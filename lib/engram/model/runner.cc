@@ -252,10 +252,14 @@ void CheckTableAgainstModel(const table::Layout& l, const ModelConfig& mc, uint6
   if (std::string(hash::AddressingName(l.spec.mode)) != mc.addressing)
     add(std::string("addressing: table ") + std::string(hash::AddressingName(l.spec.mode)) +
         ", model " + mc.addressing);
+  // More buckets than the model's is a table built with --tile-values: each n-gram reads a copy
+  // of the row it read in the model's table.
   if (l.spec.mode == hash::AddressingMode::kNative && mc.log2_buckets &&
-      l.spec.log2_buckets != mc.log2_buckets)
+      l.spec.log2_buckets < mc.log2_buckets)
     add("buckets: table 2^" + std::to_string(l.spec.log2_buckets) + ", model 2^" +
-        std::to_string(mc.log2_buckets));
+        std::to_string(mc.log2_buckets) +
+        " (a table may have more buckets per sub-table than the model, built with --tile-values, "
+        "not fewer)");
   for (uint32_t id : mc.engram_layer_ids) {
     bool found = false;
     for (uint32_t t : l.spec.layer_ids) found = found || t == id;

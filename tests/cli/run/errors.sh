@@ -2,7 +2,7 @@
 # table over host_memory_limit_gb, unfolded journal with deterministic addressing.
 source $SRC/tests/cli/lib.sh
 random_model m v41
-try() { local code=0; "$@" > /dev/null 2> err.txt || code=$?; echo "exit $code: $(head -c 400 err.txt | tr '\n' ' ')"; }
+try() { local code=0; "$@" > /dev/null 2> err.txt || code=$?; echo "exit $code: $(head -c 600 err.txt | tr '\n' ' ')"; }
 try $E run --config m.toml "x" --device cuda:0
 mkdir empty; try $E run --model empty --table m.engram "x"
 cp -r m m2; rm m2/model.safetensors; try $E run --config m.toml --model m2 "x"
