@@ -18,7 +18,7 @@ cp assets/demo-model/config.json "$m/"
 cp "$A/deepseek_v3/tokenizer.json" "$m/"
 t=build/demo/engram_weights/ngram_table_v3.bin  # [engram.table] path of $C
 
-step $E build --config $C --corpus $A/brown/train.txt --values "$m" --tensor engram.table.weight
+step $E build --config $C --corpus $A/brown/train.txt --values "$m" --tensor engram.table.weight --tile-values
 step $E verify --config $C
 step $E inspect $t --stats
 step $E lookup --config $C "The jury said it did find that many of Atlanta's"
