@@ -32,7 +32,9 @@ sed -e "s|build/demo/model|$model|" -e "s|build/demo/engram_weights/ngram_table_
   -e 's|prefetch = true|prefetch = false|' "$root/examples/demo/config.toml" > det.toml
 sed 's|deterministic_addressing = true|deterministic_addressing = false|' det.toml > journal.toml
 $E -q build --config det.toml --corpus "$root/build/assets/brown/train.txt" \
-  --values "$model" --tensor engram.table.weight -o base.engram
+  --values "$model" --tensor engram.table.weight --tile-values -o base.engram
+# The demo table repeats the model's rows (--tile-values); the reference tiles its table to match.
+log2=$($E inspect base.engram --json | $PY -c "import json,sys; print(json.load(sys.stdin)['log2_buckets'])")
 $PY - "$facts" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -60,18 +62,21 @@ done
 
 # The batch fit, timed against the reference (interleaved, best of $runs), then written and folded.
 # Timed as the same fit: --keep-frequent 0 --keep-busy 0 make every addressed row trainable, as in
-# the reference (with the defaults, rows a fact needs may be kept, and the fit then runs longer).
+# the reference (with the defaults, rows a fact needs may be kept, and the fit then runs longer),
+# and both sides stop after at most 300 steps.
 TIMEFORMAT=%R
 ours=() ref=() whole=() f32=()
 for ((r = 0; r < runs; r++)); do
-  $E -q append --config journal.toml --entries fit.jsonl -t 1 --dry-run --keep-frequent 0 --keep-busy 0 --json > batch_dry.json
+  $E -q append --config journal.toml --entries fit.jsonl -t 1 --dry-run --steps 300 --keep-frequent 0 --keep-busy 0 \
+    --json > batch_dry.json
   ours+=("$($PY -c "import json; print(json.load(open('batch_dry.json'))['fit']['loop_seconds'])")")
   whole+=("$($PY -c "import json; print(json.load(open('batch_dry.json'))['fit']['seconds'])")")
-  $E -q append --config journal.toml --entries fit.jsonl -t 1 --dry-run --keep-frequent 0 --keep-busy 0 \
+  $E -q append --config journal.toml --entries fit.jsonl -t 1 --dry-run --steps 300 --keep-frequent 0 --keep-busy 0 \
     --head-dtype f32 --json > batch_f32.json
   f32+=("$($PY -c "import json; print(json.load(open('batch_f32.json'))['fit']['loop_seconds'])")")
   $PY "$root/scripts/model/fit_reference.py" --model "$model" --engramctl "$E" --facts fit.jsonl \
-    --threads 1 --steps 300 --lr 0.3 --l2 0 --margin 1.0 --beta1 0 --vocab seen --json ref.json > /dev/null
+    --threads 1 --steps 300 --lr 0.3 --l2 0 --margin 1.0 --beta1 0 --vocab seen --log2-buckets "$log2" \
+    --json ref.json > /dev/null
   ref+=("$($PY -c "import json; print(json.load(open('ref.json'))['seconds'])")")
 done
 $E -q append --config journal.toml --entries fit.jsonl -t 1 --check-corpus "$heldout" --json > batch.json

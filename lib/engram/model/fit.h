@@ -27,7 +27,7 @@ struct FitOptions {
   std::vector<FitEntry> entries;
   std::string positions = "last";  // last: rows read where a target token is predicted; all: and
                                    // every prompt position
-  int steps = 300;                 // optimiser steps per round
+  int steps = 600;                 // optimiser steps per round
   double lr = 0.3, l2 = 0;
   double margin = 1.0;  // every target token must lead the runner-up logit by this much
   int refits = 2;       // extra rounds when quantising to the table's dtype breaks a fact
