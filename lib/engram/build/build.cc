@@ -102,7 +102,11 @@ void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* 
                "prime, so a larger table does not repeat a smaller one)");
   const uint64_t buckets = native ? uint64_t{1} << l.spec.log2_buckets : 0;
   uint64_t total = 0, done = 0, factor = 0;  // factor: rows repeated (the same for every piece)
-  for (const auto& p : pieces) total += p.rows * (l.row_stride() + l.scale_stride());
+  // Bytes streamed: a tensor to be tiled holds fewer rows than its piece of the table.
+  for (const auto& p : pieces) {
+    const uint64_t numel = ckpt->Get(p.name).second->numel();
+    total += std::min(p.rows, numel / l.row_dim) * (l.row_stride() + l.scale_stride());
+  }
   for (const auto& p : pieces) {
     auto [file, t] = ckpt->Get(p.name);
     const uint64_t want = p.rows * l.row_dim;
