@@ -247,25 +247,18 @@ WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) 
   // tmpfs), a mapping marked MADV_HUGEPAGE is read ahead in 2 MiB folios, and populating it costs
   // less per byte than sendfile's 4 KiB pages (1 GiB cold on this project's VM: 44-48 ms with 4
   // threads against 47-67 ms). The first chunk tells: when it did not come in as 2 MiB folios,
-  // the rest goes through sendfile, whose readahead is faster than 4 KiB page faults.
+  // the rest goes through sendfile, whose readahead is faster than 4 KiB page faults. The loop
+  // below takes the first chunk again, finds it in cache, and counts it with the others.
   bool populate = false;
-  size_t first = 0;
   if (!chunks.empty() && ::madvise(const_cast<uint8_t*>(m.data()), len, MADV_HUGEPAGE) == 0 &&
       ::madvise(const_cast<uint8_t*>(m.data()) + chunks[0].first, chunks[0].second,
                 MADV_POPULATE_READ) == 0) {
-    first = 1;
     populate = FilePmdMappedBytes() > 0;
     if (populate) threads = std::max(threads, 4);  // more folios in flight; the cores mostly wait
   }
   // Unscanned, the chunks cover the whole file, and each counts its own resident pages.
   std::atomic<uint64_t> resident{scan ? res.already_resident : 0};
   std::atomic<size_t> next{0};
-  if (first) {  // the probe chunk is in; count it like the others
-    next = 1;
-    const auto [off, n] = chunks[0];
-    auto c = CachedPages(fd.get(), n, off);
-    resident += c ? std::min(n, *c * kPage) : n;
-  }
   std::exception_ptr error;
 #pragma omp parallel num_threads(threads)
   {
