@@ -1,6 +1,8 @@
 // Exit-code mapping, stderr reporter and config helpers for engramctl.
 #include "cli_common.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -9,9 +11,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 
+#include "engram/base/file.h"
 #include "engram/base/units.h"
 
 namespace engramctl {
@@ -28,6 +32,40 @@ int ExitCodeFor(Code code) {
     default:
       return kExitRuntime;
   }
+}
+
+char**& SavedArgv() {
+  static char** argv = nullptr;
+  return argv;
+}
+
+void RunInSharedTwin() {
+  if (!LinkedStatically() || SavedArgv() == nullptr) return;
+  std::vector<std::string> candidates;
+  if (const char* p = std::getenv("ENGRAM_SHARED_CLI"); p && *p) candidates.push_back(p);
+  char self[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    std::string dir = engram::base::DirName(self);
+    candidates.push_back(dir + "/../lib/engramctl-shared");
+    if (std::string(ENGRAM_INSTALL_LIBDIR) != "lib")
+      candidates.push_back(dir + "/../" ENGRAM_INSTALL_LIBDIR "/engramctl-shared");
+    candidates.push_back(dir + "/engramctl-shared");
+  }
+  std::fflush(nullptr);
+  std::string tried;
+  for (const auto& c : candidates) {
+    char real[PATH_MAX];
+    if (n > 0 && ::realpath(c.c_str(), real) && std::strcmp(real, self) == 0) continue;  // us
+    ::execv(c.c_str(), SavedArgv());
+    tried += "\n  " + c + ": " + std::strerror(errno);
+  }
+  ENGRAM_THROW(Code::kInternal,
+               "this command loads libtorch or the HTTP module, which this statically linked "
+               "engramctl leaves to engramctl-shared, installed beside it; none could be run "
+               "(reinstall engramctl, or set ENGRAM_SHARED_CLI to its path):"
+                   << tried);
 }
 
 GlobalFlags& Globals() {
