@@ -57,16 +57,4 @@ void AddCompletionCommand(CLI::App& app) {
   sub->callback([&app, shell] { std::cout << BashScript(app); });
 }
 
-std::string VersionText() {
-  std::string parts;
-#ifdef ENGRAM_HAVE_TORCH
-  parts += " torch";
-#endif
-#ifdef ENGRAM_HAVE_CUDA
-  parts += " cuda";
-#endif
-  return std::string("engramctl ") + ENGRAM_VERSION + " (commit " + ENGRAM_GIT_COMMIT +
-         ")\noptional parts compiled in:" + (parts.empty() ? std::string(" none") : parts);
-}
-
 }  // namespace engramctl
