@@ -39,8 +39,21 @@ char**& SavedArgv() {
   return argv;
 }
 
+// Set in the twin's environment by the static engramctl that hands over (and cleared by the
+// twin): a static engramctl that finds it was run in the twin's place, and must not hand over
+// again, round and round.
+constexpr char kHandedOverBy[] = "ENGRAM_HANDED_OVER_BY";
+
 void RunInSharedTwin() {
-  if (!LinkedStatically() || SavedArgv() == nullptr) return;
+  if (!LinkedStatically()) {
+    ::unsetenv(kHandedOverBy);
+    return;
+  }
+  if (SavedArgv() == nullptr) return;
+  if (const char* by = std::getenv(kHandedOverBy))
+    ENGRAM_THROW(Code::kInternal, by << " ran this engramctl as engramctl-shared, but it is "
+                                        "statically linked too; set ENGRAM_SHARED_CLI to "
+                                        "lib/engramctl-shared of the same build");
   std::vector<std::string> candidates;
   if (const char* p = std::getenv("ENGRAM_SHARED_CLI"); p && *p) candidates.push_back(p);
   char self[PATH_MAX];
@@ -54,6 +67,7 @@ void RunInSharedTwin() {
     candidates.push_back(dir + "/engramctl-shared");
   }
   std::fflush(nullptr);
+  if (n > 0) ::setenv(kHandedOverBy, self, 1);
   std::string tried;
   for (const auto& c : candidates) {
     char real[PATH_MAX];

@@ -81,8 +81,10 @@ int main(int argc, char** argv) {
   using namespace engramctl;
   SavedArgv() = argv;
   // run and serve load libtorch or the HTTP module: the static engramctl hands them over before
-  // building anything (append hands over once it has read entries to fit).
-  if (const std::string v = FindVerb(argc, argv); v == "run" || v == "serve") {
+  // building anything (append hands over once it has read entries to fit). In engramctl-shared
+  // the call only clears the hand-over's mark from the environment.
+  const std::string v = FindVerb(argc, argv);
+  if (v == "run" || v == "serve" || !LinkedStatically()) {
     try {
       RunInSharedTwin();
     } catch (const engram::Error& e) {

@@ -26,3 +26,6 @@ for cmd in "run --model m hi" "serve --model m" "append --config c.toml --entrie
 done
 alone/bin/engramctl -q verify t.engram > /dev/null && echo "the table verifies after the refused append"
 ENGRAM_SHARED_CLI=$twin alone/bin/engramctl run --help | head -n 1
+cp "$E" static-copy
+code=0; ENGRAM_SHARED_CLI=$PWD/static-copy alone/bin/engramctl run --model m hi > /dev/null 2> err.txt || code=$?
+echo "a static twin: exit $code: $(grep -c 'statically linked too' err.txt) message"
