@@ -56,10 +56,8 @@ void RunInSharedTwin() {
                                         "lib/engramctl-shared of the same build");
   std::vector<std::string> candidates;
   if (const char* p = std::getenv("ENGRAM_SHARED_CLI"); p && *p) candidates.push_back(p);
-  char self[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) {
-    self[n] = '\0';
+  const std::string self = engram::base::ExecutablePath();
+  if (!self.empty()) {
     std::string dir = engram::base::DirName(self);
     candidates.push_back(dir + "/../lib/engramctl-shared");
     if (std::string(ENGRAM_INSTALL_LIBDIR) != "lib")
@@ -67,11 +65,11 @@ void RunInSharedTwin() {
     candidates.push_back(dir + "/engramctl-shared");
   }
   std::fflush(nullptr);
-  if (n > 0) ::setenv(kHandedOverBy, self, 1);
+  if (!self.empty()) ::setenv(kHandedOverBy, self.c_str(), 1);
   std::string tried;
   for (const auto& c : candidates) {
     char real[PATH_MAX];
-    if (n > 0 && ::realpath(c.c_str(), real) && std::strcmp(real, self) == 0) continue;  // us
+    if (!self.empty() && ::realpath(c.c_str(), real) && self == real) continue;  // us
     ::execv(c.c_str(), SavedArgv());
     tried += "\n  " + c + ": " + std::strerror(errno);
   }

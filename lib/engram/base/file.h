@@ -77,6 +77,8 @@ std::string ReadFileToString(const std::string& path, uint64_t max_bytes);
 
 // Directory part of a path ("." when there is none).
 std::string DirName(const std::string& path);
+// This process's executable, symlinks resolved (/proc/self/exe); "" when it cannot be read.
+std::string ExecutablePath();
 bool PathExists(const std::string& path) noexcept;
 
 // A whole-file mapping. Move-only; munmap on destruction. Views into it are valid while the

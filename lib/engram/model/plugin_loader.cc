@@ -1,7 +1,6 @@
 // Finds and dlopens libengram_model.so for `engramctl run` (torch-free).
 #include <dlfcn.h>
 #include <link.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -26,10 +25,7 @@ void* OpenPluginLibrary(const std::string& file, const char* env_var, std::strin
                                                                "commands that need it");
   std::vector<std::string> candidates;
   if (const char* p = std::getenv(env_var); p && *p) candidates.push_back(p);
-  char exe[4096];
-  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = '\0';
+  if (const std::string exe = base::ExecutablePath(); !exe.empty()) {
     std::string dir = base::DirName(exe);
     candidates.push_back(dir + "/../lib/" + file);
     candidates.push_back(dir + "/" + file);
