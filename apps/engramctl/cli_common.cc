@@ -34,52 +34,6 @@ int ExitCodeFor(Code code) {
   }
 }
 
-char**& SavedArgv() {
-  static char** argv = nullptr;
-  return argv;
-}
-
-// Set in the twin's environment by the static engramctl that hands over (and cleared by the
-// twin): a static engramctl that finds it was run in the twin's place, and must not hand over
-// again, round and round.
-constexpr char kHandedOverBy[] = "ENGRAM_HANDED_OVER_BY";
-
-void RunInSharedTwin() {
-  if (!LinkedStatically()) {
-    ::unsetenv(kHandedOverBy);
-    return;
-  }
-  if (SavedArgv() == nullptr) return;
-  if (const char* by = std::getenv(kHandedOverBy))
-    ENGRAM_THROW(Code::kInternal, by << " ran this engramctl as engramctl-shared, but it is "
-                                        "statically linked too; set ENGRAM_SHARED_CLI to "
-                                        "lib/engramctl-shared of the same build");
-  std::vector<std::string> candidates;
-  if (const char* p = std::getenv("ENGRAM_SHARED_CLI"); p && *p) candidates.push_back(p);
-  const std::string self = engram::base::ExecutablePath();
-  if (!self.empty()) {
-    std::string dir = engram::base::DirName(self);
-    candidates.push_back(dir + "/../lib/engramctl-shared");
-    if (std::string(ENGRAM_INSTALL_LIBDIR) != "lib")
-      candidates.push_back(dir + "/../" ENGRAM_INSTALL_LIBDIR "/engramctl-shared");
-    candidates.push_back(dir + "/engramctl-shared");
-  }
-  std::fflush(nullptr);
-  if (!self.empty()) ::setenv(kHandedOverBy, self.c_str(), 1);
-  std::string tried;
-  for (const auto& c : candidates) {
-    char real[PATH_MAX];
-    if (!self.empty() && ::realpath(c.c_str(), real) && self == real) continue;  // us
-    ::execv(c.c_str(), SavedArgv());
-    tried += "\n  " + c + ": " + std::strerror(errno);
-  }
-  ENGRAM_THROW(Code::kInternal,
-               "this command loads libtorch or the HTTP module, which this statically linked "
-               "engramctl leaves to engramctl-shared, installed beside it; none could be run "
-               "(reinstall engramctl, or set ENGRAM_SHARED_CLI to its path):"
-                   << tried);
-}
-
 GlobalFlags& Globals() {
   static GlobalFlags g;
   return g;

@@ -107,15 +107,4 @@ void AddCompletionCommand(CLI::App& app);
 // `engramctl --version`: version, commit and the optional parts compiled in.
 std::string VersionText();
 
-// True in the statically linked engramctl, which cannot load libtorch or the HTTP module and
-// hands the commands that need them to engramctl-shared. linkage.cc, one per link.
-bool LinkedStatically();
-// main's argv, for RunInSharedTwin.
-char**& SavedArgv();
-// In the statically linked engramctl: runs main's command line again in engramctl-shared, the
-// dynamically linked twin installed in the library directory beside it (or $ENGRAM_SHARED_CLI),
-// and throws kInternal, naming where it looked, when there is none to run. Call it before
-// anything is written. Returns at once in a dynamically linked engramctl.
-void RunInSharedTwin();
-
 }  // namespace engramctl

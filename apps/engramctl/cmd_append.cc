@@ -87,7 +87,6 @@ void AppendFitted(AppendFlags& f, std::vector<engram::model::FitEntry> entries, 
   f.fo.run.table_path = f.o.table;
   f.fo.entries_path = f.o.entries;
   f.fo.entries = std::move(entries);
-  RunInSharedTwin();  // the static engramctl cannot load the model: its twin runs this append
   engram::model::FitFn fn = engram::model::LoadFitPlugin();
   engram::model::FitResult fr;
   std::string error;

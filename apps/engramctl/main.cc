@@ -79,19 +79,6 @@ int UsageError(const CLI::ParseError& e, CLI::App& app) {
 
 int main(int argc, char** argv) {
   using namespace engramctl;
-  SavedArgv() = argv;
-  // run and serve load libtorch or the HTTP module: the static engramctl hands them over before
-  // building anything (append hands over once it has read entries to fit). In engramctl-shared
-  // the call only clears the hand-over's mark from the environment.
-  const std::string v = FindVerb(argc, argv);
-  if (v == "run" || v == "serve" || !LinkedStatically()) {
-    try {
-      RunInSharedTwin();
-    } catch (const engram::Error& e) {
-      std::fprintf(stderr, "engramctl %s: %s\n", v.c_str(), e.what());
-      return ExitCodeFor(e.code());
-    }
-  }
   CLI::App app{"engramctl: build, check, extend and serve Engram n-gram memory tables",
                "engramctl"};
   app.set_version_flag("--version", VersionText());

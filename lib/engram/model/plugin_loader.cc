@@ -1,6 +1,5 @@
 // Finds and dlopens libengram_model.so for `engramctl run` (torch-free).
 #include <dlfcn.h>
-#include <link.h>
 
 #include <cstdlib>
 #include <string>
@@ -11,18 +10,9 @@
 #include "engram/model/run.h"
 #include "engram/model/session.h"
 
-// The linker defines _DYNAMIC in every dynamically linked object; a statically linked engramctl
-// (apps/CMakeLists.txt) has none. There glibc's dlopen would load a second libc under libtorch
-// and crash, so that engramctl hands the commands that load modules to engramctl-shared.
-#pragma weak _DYNAMIC
-
 namespace engram::model {
 
 void* OpenPluginLibrary(const std::string& file, const char* env_var, std::string* errors) {
-  ENGRAM_CHECK(_DYNAMIC != nullptr, Code::kInternal,
-               "a statically linked engramctl cannot load " << file
-                                                            << "; engramctl-shared runs the "
-                                                               "commands that need it");
   std::vector<std::string> candidates;
   if (const char* p = std::getenv(env_var); p && *p) candidates.push_back(p);
   if (const std::string exe = base::ExecutablePath(); !exe.empty()) {
