@@ -7,7 +7,7 @@
 #include "engram/base/json.h"
 #include "engram/base/resource.h"
 #include "engram/base/units.h"
-#include "engram/build/build.h"
+#include "engram/builder/build.h"
 
 namespace engramctl {
 

@@ -9,7 +9,7 @@
 #include "cli_common.h"
 #include "engram/base/file.h"
 #include "engram/base/json.h"
-#include "engram/build/build.h"
+#include "engram/builder/build.h"
 #include "engram/format/resolve.h"
 #include "engram/tokenizer/tokenizer.h"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Dependencies in lib/engram point downward only: each module may include the modules listed for
-# it here and nothing else (build/ and table/ sit side by side on format/; format/ includes
+# it here and nothing else (builder/ and table/ sit side by side on format/; format/ includes
 # neither). Fails with every offending #include, file:line.  Usage: module_deps.sh SRC_ROOT
 set -u
 cd "$1/lib/engram" || exit 2
@@ -10,7 +10,7 @@ declare -A allowed=(
   [config]="base config"
   [tokenizer]="base hash tokenizer"
   [format]="base hash config tokenizer format"
-  [build]="base hash config tokenizer format build"
+  [builder]="base hash config tokenizer format builder"
   [table]="base hash config tokenizer format table"
   [model]="base hash config tokenizer format table model"
   [serve]="base model serve"

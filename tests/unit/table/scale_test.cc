@@ -9,7 +9,7 @@
 #include <random>
 
 #include "engram/base/error.h"
-#include "engram/build/build.h"
+#include "engram/builder/build.h"
 #include "engram/format/reader.h"
 #include "engram/table/inspect.h"
 #include "engram/table/verify.h"

@@ -8,8 +8,8 @@
 
 #include "engram/base/error.h"
 #include "engram/base/json.h"
-#include "engram/build/build.h"
-#include "engram/build/ngram_counter.h"
+#include "engram/builder/build.h"
+#include "engram/builder/ngram_counter.h"
 #include "engram/format/reader.h"
 #include "engram/format/safetensors.h"
 #include "engram/format/writer.h"

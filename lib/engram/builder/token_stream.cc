@@ -1,5 +1,5 @@
 // Corpus readers for build: u32 token files and text files.
-#include "engram/build/token_stream.h"
+#include "engram/builder/token_stream.h"
 
 #include <fcntl.h>
 #include <omp.h>
@@ -8,7 +8,7 @@
 
 #include "engram/base/error.h"
 #include "engram/base/file.h"
-#include "engram/build/build.h"
+#include "engram/builder/build.h"
 #include "engram/tokenizer/tokenizer.h"
 
 namespace engram::table {

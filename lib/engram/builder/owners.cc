@@ -1,5 +1,5 @@
 // Exact counting with spills, k-way merge, chunked owner assignment, and the sketch mode.
-#include "engram/build/owners.h"
+#include "engram/builder/owners.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,9 +19,9 @@
 #include "engram/base/file.h"
 #include "engram/base/memory.h"
 #include "engram/base/units.h"
-#include "engram/build/build.h"
-#include "engram/build/ngram_counter.h"
-#include "engram/build/zstd_stream.h"
+#include "engram/builder/build.h"
+#include "engram/builder/ngram_counter.h"
+#include "engram/builder/zstd_stream.h"
 #include "engram/format/format.h"
 #include "engram/hash/ngram_hash.h"
 

@@ -1,5 +1,5 @@
 // Build: resolve layout, stream the corpus, count n-grams, choose owners, fill rows, write.
-#include "engram/build/build.h"
+#include "engram/builder/build.h"
 
 #include <omp.h>
 
@@ -17,11 +17,11 @@
 #include "engram/base/json.h"
 #include "engram/base/resource.h"
 #include "engram/base/units.h"
-#include "engram/build/ngram_counter.h"
-#include "engram/build/owners.h"
-#include "engram/build/part.h"
-#include "engram/build/token_stream.h"
-#include "engram/build/zstd_stream.h"
+#include "engram/builder/ngram_counter.h"
+#include "engram/builder/owners.h"
+#include "engram/builder/part.h"
+#include "engram/builder/token_stream.h"
+#include "engram/builder/zstd_stream.h"
 #include "engram/format/safetensors.h"
 #include "engram/hash/ngram_hash.h"
 

@@ -1,11 +1,11 @@
 // Part header codec.
-#include "engram/build/part.h"
+#include "engram/builder/part.h"
 
 #include <cstring>
 
 #include "engram/base/endian.h"
 #include "engram/base/error.h"
-#include "engram/build/zstd_stream.h"
+#include "engram/builder/zstd_stream.h"
 
 namespace engram::table {
 

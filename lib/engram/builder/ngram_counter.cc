@@ -1,5 +1,5 @@
 // Linear-probing n-gram counter.
-#include "engram/build/ngram_counter.h"
+#include "engram/builder/ngram_counter.h"
 
 #include <algorithm>
 #include <iterator>

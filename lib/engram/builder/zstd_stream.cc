@@ -1,5 +1,5 @@
 // ZSTD_CStream / ZSTD_DStream wrappers over file descriptors.
-#include "engram/build/zstd_stream.h"
+#include "engram/builder/zstd_stream.h"
 
 #include <fcntl.h>
 #include <zstd.h>

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engram/base/reporter.h"
-#include "engram/build/token_stream.h"
+#include "engram/builder/token_stream.h"
 #include "engram/format/layout.h"
 
 namespace engram::table {
