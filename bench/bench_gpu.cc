@@ -47,10 +47,10 @@ void Synthesise(const std::string& path, uint32_t log2) {
   s.n_heads = 8;
   s.canonical_vocab = 129280;
   s.log2_buckets = log2;
-  table::Layout l = table::MakeLayout(s, 256, base::DType::kF8E4M3);
-  table::WriterOptions o;
+  format::Layout l = format::MakeLayout(s, 256, base::DType::kF8E4M3);
+  format::WriterOptions o;
   o.with_stats = false;
-  table::TableWriter w(path, l, o);
+  format::TableWriter w(path, l, o);
   std::mt19937_64 rng(1);
   uint64_t* p = reinterpret_cast<uint64_t*>(w.rows());
   for (uint64_t i = 0; i < l.rows_bytes() / 8; ++i)
@@ -93,8 +93,8 @@ int main(int argc, char** argv) {
     synthesised = true;
     std::printf("synthesised %s (%.1f s)\n", table_path.c_str(), Now() - t0);
   }
-  auto reader = table::Reader::Open(table_path);
-  const table::Layout& l = reader->layout();
+  auto reader = format::Reader::Open(table_path);
+  const format::Layout& l = reader->layout();
   const size_t per = l.spec.per_layer();
   const uint64_t row_bytes = l.row_stride() + l.scale_stride();
   std::printf(

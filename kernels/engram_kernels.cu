@@ -294,7 +294,7 @@ void DeviceAddressing::ComputeBuckets(size_t li, const uint32_t* ids, size_t T, 
 }
 
 struct DeviceRows::Impl {
-  const table::Reader* reader = nullptr;
+  const format::Reader* reader = nullptr;
   const uint8_t* rows = nullptr;  // device-visible pointers
   const uint8_t* scales = nullptr;
   void* registered = nullptr;  // host mapping registered with cudaHostRegister
@@ -307,9 +307,10 @@ struct DeviceRows::Impl {
   }
 };
 
-DeviceRows::DeviceRows(const table::Reader& reader, Where where) : impl_(std::make_unique<Impl>()) {
+DeviceRows::DeviceRows(const format::Reader& reader, Where where)
+    : impl_(std::make_unique<Impl>()) {
   impl_->reader = &reader;
-  const table::Layout& l = reader.layout();
+  const format::Layout& l = reader.layout();
   const uint8_t* host_rows = reader.RowBytes(0);
   const uint8_t* host_scales = reader.ScaleBytes(0);
   const uint64_t rows_bytes = l.rows_bytes(), scale_bytes = l.total_rows * l.scale_stride();
@@ -376,7 +377,7 @@ DeviceRows::~DeviceRows() = default;
 
 void DeviceRows::Gather(const uint64_t* rows_dev, size_t n, void* out_dev, bool bf16_out) {
   if (n == 0) return;
-  const table::Layout& l = impl_->reader->layout();
+  const format::Layout& l = impl_->reader->layout();
   const unsigned block = 256, grid = static_cast<unsigned>((n * 32 + block - 1) / block);
   const uint32_t dsize = static_cast<uint32_t>(base::DTypeSize(l.dtype));
   auto* f32 = bf16_out ? nullptr : static_cast<float*>(out_dev);

@@ -56,7 +56,7 @@ class DeviceRows {
   // zero-copy (for when registering the mapping is not supported); kDevice: rows copied to device
   // memory. The reader must outlive this object.
   enum class Where { kHostRegistered, kHostPinned, kDevice };
-  DeviceRows(const table::Reader& reader, Where where);
+  DeviceRows(const format::Reader& reader, Where where);
   ~DeviceRows();
   DeviceRows(const DeviceRows&) = delete;
   DeviceRows& operator=(const DeviceRows&) = delete;

@@ -228,7 +228,7 @@ void AddLayoutFlags(CLI::App* s, LayoutFlags* f) {
                              "Canonical vocabulary size when there is no tokenizer");
 }
 
-void ApplyLayoutFlags(const LayoutFlags& f, engram::table::LayoutRequest* r) {
+void ApplyLayoutFlags(const LayoutFlags& f, engram::format::LayoutRequest* r) {
   if (!f.preset.empty()) r->preset = f.preset;
   if (!f.tokenizer.empty()) r->tokenizer_path = f.tokenizer;
   if (f.o_addr->count()) r->addressing = f.addressing;

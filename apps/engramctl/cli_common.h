@@ -85,7 +85,7 @@ struct LayoutFlags {
 };
 void AddLayoutFlags(CLI::App* app, LayoutFlags* f);
 // Applies the flags that were given on top of what `r` already holds (config, preset).
-void ApplyLayoutFlags(const LayoutFlags& f, engram::table::LayoutRequest* r);
+void ApplyLayoutFlags(const LayoutFlags& f, engram::format::LayoutRequest* r);
 // Comma-separated unsigned integers ("1,15").
 std::vector<uint64_t> ParseUintList(const std::string& s, const char* flag);
 

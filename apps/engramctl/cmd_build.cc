@@ -14,7 +14,7 @@ namespace engramctl {
 namespace {
 
 struct BuildFlags {
-  engram::table::BuildOptions o;
+  engram::builder::BuildOptions o;
   LayoutFlags layout;
   std::string config_path, memory, shard;
   bool json = false, no_stats = false;
@@ -53,8 +53,8 @@ void Run(BuildFlags& f) {
   StderrReporter rep;
   engram::base::Stopwatch sw;
   auto cfg = LoadConfigIfAny(f.config_path, rep);
-  engram::table::BuildOptions& o = f.o;
-  engram::table::LayoutRequest& lr = o.layout;
+  engram::builder::BuildOptions& o = f.o;
+  engram::format::LayoutRequest& lr = o.layout;
   if (cfg) {
     lr.config = &*cfg;
     lr.tokenizer_path = TokenizerFromConfig(*cfg);
@@ -65,7 +65,7 @@ void Run(BuildFlags& f) {
   o.with_stats = !f.no_stats;
   if (!f.shard.empty()) engram::base::ParseShard(f.shard, &o.shard_index, &o.shard_count);
   o.command_line = CommandLine();
-  engram::table::BuildResult r = engram::table::Build(o, rep);
+  engram::builder::BuildResult r = engram::builder::Build(o, rep);
   if (o.shard_count > 1 && !r.dry_run) {
     rep.Log(engram::base::LogLevel::kInfo,
             "wrote shard " + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count) +
@@ -92,7 +92,7 @@ void Run(BuildFlags& f) {
                        : std::string()) +
                   "}");
     } else {
-      PrintStdout(engram::table::DescribePlan(r, o) + "dry run: nothing written");
+      PrintStdout(engram::builder::DescribePlan(r, o) + "dry run: nothing written");
     }
     return;
   }
@@ -121,7 +121,7 @@ void Run(BuildFlags& f) {
 }  // namespace
 
 void AddMergeCommand(CLI::App& app) {
-  auto mo = std::make_shared<engram::table::MergeOptions>();
+  auto mo = std::make_shared<engram::builder::MergeOptions>();
   auto memory = std::make_shared<std::string>();
   CLI::App* s = app.add_subcommand(
       "merge", "Combine the partial summaries of a sharded build into the table");
@@ -144,7 +144,7 @@ void AddMergeCommand(CLI::App& app) {
     engram::base::Stopwatch sw;
     mo->command_line = CommandLine();
     if (!memory->empty()) mo->memory_bytes = engram::base::ParseSize(*memory, "--memory", 'K');
-    engram::table::BuildResult r = engram::table::Merge(*mo, rep);
+    engram::builder::BuildResult r = engram::builder::Merge(*mo, rep);
     if (mo->partial) {
       rep.Log(engram::base::LogLevel::kInfo,
               "merged " + std::to_string(mo->parts.size()) + " parts into part " + mo->output +

@@ -69,7 +69,7 @@ void AddTokenizeCommand(CLI::App& app) {
         "no tokenizer; give --tokenizer tokenizer.json or --config with [model] tokenizer");
     auto tok = engram::tokenizer::Tokenizer::Load(f->tokenizer);
     if (f->info) {
-      const auto& ci = engram::table::CanonicalInfoFor(f->tokenizer);
+      const auto& ci = engram::format::CanonicalInfoFor(f->tokenizer);
       char fp[24];
       std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(ci.fingerprint));
       PrintStdout(f->json
@@ -81,7 +81,7 @@ void AddTokenizeCommand(CLI::App& app) {
       return;
     }
     if (f->map) {
-      const auto& m = engram::table::CanonicalInfoFor(f->tokenizer).map;
+      const auto& m = engram::format::CanonicalInfoFor(f->tokenizer).map;
       if (!f->out.empty()) {
         WriteU32(f->out, m);
         return;
@@ -134,7 +134,7 @@ void AddTokenizeCommand(CLI::App& app) {
     }
     engram::tokenizer::Encoder enc(*tok);
     const std::vector<uint32_t>* canon = nullptr;
-    if (f->canonical) canon = &engram::table::CanonicalInfoFor(f->tokenizer).map;
+    if (f->canonical) canon = &engram::format::CanonicalInfoFor(f->tokenizer).map;
     size_t replaced = 0;
     std::vector<std::vector<uint32_t>> all;
     for (const auto& d : docs) {
@@ -150,7 +150,7 @@ void AddTokenizeCommand(CLI::App& app) {
       std::vector<uint32_t> flat;
       for (size_t d = 0; d < all.size(); ++d) {
         flat.insert(flat.end(), all[d].begin(), all[d].end());
-        if (f->lines) flat.push_back(engram::table::kDocSeparator);
+        if (f->lines) flat.push_back(engram::builder::kDocSeparator);
       }
       WriteU32(f->out, flat);
       rep.Log(engram::base::LogLevel::kInfo, "wrote " + std::to_string(flat.size()) + " ids (" +

@@ -47,10 +47,10 @@ std::vector<Item> ReadBatch(const std::string& path) {
 int main(int argc, char** argv) {
   if (argc < 4) return 2;
   std::string table = argv[1], dir = argv[2], mode = argv[3];
-  table::ViewOptions vo;
+  format::ViewOptions vo;
   vo.deterministic_addressing = false;
-  auto view = table::TableView::Open(table, vo);
-  const table::Layout& l = view->layout();
+  auto view = format::TableView::Open(table, vo);
+  const format::Layout& l = view->layout();
   if (mode == "journal") {
     // A batch's entries are identified by their first canonical id (batch K uses K + 2).
     std::map<uint32_t, size_t> seen;

@@ -18,12 +18,12 @@ const std::string& TablePath() {
     s.n_heads = 2;
     s.canonical_vocab = 50;
     s.log2_buckets = 3;
-    engram::table::Layout l = engram::table::MakeLayout(s, 4, engram::base::DType::kF16);
+    engram::format::Layout l = engram::format::MakeLayout(s, 4, engram::base::DType::kF16);
     char dir[] = "/tmp/engram_entries_fuzz_XXXXXX";
     std::string p = std::string(::mkdtemp(dir)) + "/t.engram";
-    engram::table::WriterOptions o;
+    engram::format::WriterOptions o;
     o.chunk_log2 = 12;
-    engram::table::TableWriter w(p, l, o);
+    engram::format::TableWriter w(p, l, o);
     w.Commit(engram::base::Silent());
     return p;
   }();

@@ -22,14 +22,14 @@ const std::vector<uint8_t>& Base() {
     s.n_heads = 2;
     s.canonical_vocab = 100;
     s.log2_buckets = 4;
-    engram::table::Layout l = engram::table::MakeLayout(s, 32, engram::base::DType::kF8E4M3);
+    engram::format::Layout l = engram::format::MakeLayout(s, 32, engram::base::DType::kF8E4M3);
     char dir[] = "/tmp/engram_journal_fuzz_XXXXXX";
     std::string d = ::mkdtemp(dir);
     std::string p = d + "/base.engram";
-    engram::table::WriterOptions o;
+    engram::format::WriterOptions o;
     o.chunk_log2 = 12;
     o.created_unix = 1767225600;  // fixed: journal seeds are checksummed against this header
-    engram::table::TableWriter w(p, l, o);
+    engram::format::TableWriter w(p, l, o);
     w.Commit(engram::base::Silent());
     std::string bytes = engram::base::ReadFileToString(p, 1 << 26);
     // scripts/make_fuzz_seeds.sh appends real journal records to this base.
@@ -47,14 +47,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   file.insert(file.end(), data, data + size);
   engram::fuzz::MemFile f(file.data(), file.size());
   try {
-    auto r = engram::table::Reader::Open(f.path());
+    auto r = engram::format::Reader::Open(f.path());
     engram::base::UniqueFd fd = engram::base::OpenFile(f.path(), O_RDONLY);
     auto js =
-        engram::table::ReadJournal(fd.get(), f.path(), r->header(), r->layout(), r->file_length());
+        engram::format::ReadJournal(fd.get(), f.path(), r->header(), r->layout(), r->file_length());
     for (const auto& e : js.committed)
       if (e.row >= r->layout().total_rows) __builtin_trap();  // an entry outside the table
-    engram::table::FindStrandedCommits(fd.get(), f.path(), r->header(), js.committed_end,
-                                       r->file_length());
+    engram::format::FindStrandedCommits(fd.get(), f.path(), r->header(), js.committed_end,
+                                        r->file_length());
   } catch (const engram::Error&) {
   }
   return 0;

@@ -6,7 +6,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   engram::fuzz::MemFile f(data, size);
   try {
-    auto s = engram::table::SafetensorsFile::Open(f.path());
+    auto s = engram::format::SafetensorsFile::Open(f.path());
     for (const auto& t : s->tensors()) {
       auto d = s->Data(t);
       if (!d.empty()) {

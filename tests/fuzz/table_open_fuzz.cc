@@ -13,15 +13,15 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   engram::fuzz::MemFile f(data, size);
   try {
-    auto r = engram::table::Reader::Open(f.path());
+    auto r = engram::format::Reader::Open(f.path());
     const auto& l = r->layout();
     uint32_t tag = 0;
     for (uint64_t row = 0; row < l.total_rows && row < 64; ++row) tag ^= r->Tag(row);
     (void)tag;
     engram::base::UniqueFd fd = engram::base::OpenFile(f.path(), O_RDONLY);
-    auto js = engram::table::ReadJournal(fd.get(), f.path(), r->header(), l, r->file_length());
-    engram::table::FindStrandedCommits(fd.get(), f.path(), r->header(), js.committed_end,
-                                       r->file_length());
+    auto js = engram::format::ReadJournal(fd.get(), f.path(), r->header(), l, r->file_length());
+    engram::format::FindStrandedCommits(fd.get(), f.path(), r->header(), js.committed_end,
+                                        r->file_length());
   } catch (const engram::Error&) {
   }
   try {

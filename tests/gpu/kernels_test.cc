@@ -53,10 +53,10 @@ hash::AddressSpec Spec(hash::AddressingMode mode, uint32_t order, uint32_t heads
   return s;
 }
 
-void WriteRandomTable(const std::string& path, const table::Layout& l, uint64_t seed) {
-  table::WriterOptions o;
+void WriteRandomTable(const std::string& path, const format::Layout& l, uint64_t seed) {
+  format::WriterOptions o;
   o.with_stats = false;
-  table::TableWriter w(path, l, o);
+  format::TableWriter w(path, l, o);
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> v(l.row_dim);
@@ -109,11 +109,11 @@ TEST_CASE("GPU gathers equal table::GatherRowsF32 for every dtype and placement"
         Case{base::DType::kF8E4M3, 256}, Case{base::DType::kF8E4M3, 32}}) {
     CAPTURE(base::DTypeName(c.dtype));
     CAPTURE(c.row_dim);
-    table::Layout l =
+    format::Layout l =
         testing::SmallLayout(c.dtype, hash::AddressingMode::kNative, 10, c.row_dim, {1, 3}, 3, 4);
     const std::string path = dir / "t.engram";
     WriteRandomTable(path, l, c.row_dim);
-    auto reader = table::Reader::Open(path);
+    auto reader = format::Reader::Open(path);
     std::mt19937_64 rng(1);
     std::vector<uint64_t> rows(5000);
     for (auto& r : rows) r = rng() % l.total_rows;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Dependencies in lib/engram point downward only: each module may include the modules listed for
 # it here and nothing else (builder/ and table/ sit side by side on format/; format/ includes
-# neither). Fails with every offending #include, file:line.  Usage: module_deps.sh SRC_ROOT
+# neither), and each folder's code lives in the namespace of its name (engram::format in format/).
+# Fails with every offending #include or namespace, file:line.  Usage: module_deps.sh SRC_ROOT
 set -u
 cd "$1/lib/engram" || exit 2
 declare -A allowed=(
@@ -30,6 +31,12 @@ for dir in */; do
       fail=1
     fi
   done < <(grep -Hn '#include "engram/' "$mod"/*.h "$mod"/*.cc 2>/dev/null)
+  while IFS= read -r hit; do
+    echo "lib/engram/$mod/$hit: code in $mod/ belongs in namespace engram::$mod"
+    fail=1
+  done < <(grep -HnE '^namespace engram(::[a-z_]+)? \{' "$mod"/*.h "$mod"/*.cc 2>/dev/null | sed "s|^$mod/||" |
+           grep -v "namespace engram::$mod {" |
+           grep -v '^error\.\(h\|cc\):[0-9]*:namespace engram {')  # engram::Error, engram::Code (STYLE)
 done
-[[ $fail == 0 ]] && echo "module dependencies point downward: $(ls -d */ | tr -d / | tr '\n' ' ')"
+[[ $fail == 0 ]] && echo "module dependencies point downward, namespaces match folders: $(ls -d */ | tr -d / | tr '\n' ' ')"
 exit $fail

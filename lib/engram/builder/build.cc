@@ -25,7 +25,7 @@
 #include "engram/format/safetensors.h"
 #include "engram/hash/ngram_hash.h"
 
-namespace engram::table {
+namespace engram::builder {
 
 namespace {
 
@@ -39,8 +39,8 @@ uint64_t SplitMix(uint64_t* s) {
 }
 
 // Streams `bytes` of a tensor into dst through a bounded buffer (pread, never the whole file).
-void StreamTensor(const SafetensorsFile& f, const TensorInfo& t, uint8_t* dst, uint64_t bytes,
-                  base::Reporter& reporter, uint64_t* done, uint64_t total) {
+void StreamTensor(const format::SafetensorsFile& f, const format::TensorInfo& t, uint8_t* dst,
+                  uint64_t bytes, base::Reporter& reporter, uint64_t* done, uint64_t total) {
   const uint64_t chunk = 64ull << 20;
   for (uint64_t off = 0; off < bytes; off += chunk) {
     uint64_t n = std::min(chunk, bytes - off);
@@ -67,9 +67,9 @@ void TileRows(uint8_t* base, uint64_t subtables, uint64_t src_rows, uint64_t fac
 // the name, one per Engram layer laid out like the reference's MultiHeadEmbedding (orders, then
 // heads), which is the table's row order inside a layer. Shapes and dtypes are checked; bytes are
 // copied bit-exact through a bounded buffer.
-void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* scales,
+void CopyValues(const BuildOptions& o, const format::Layout& l, uint8_t* rows, uint8_t* scales,
                 base::Reporter& reporter) {
-  auto ckpt = Checkpoint::Open(o.values_path);
+  auto ckpt = format::Checkpoint::Open(o.values_path);
   const bool per_layer = o.values_tensor.find("{layer}") != std::string::npos;
   const bool fp8 = l.dtype == base::DType::kF8E4M3;
   ENGRAM_CHECK(!fp8 || !o.scales_tensor.empty(), Code::kInvalidArgument,
@@ -90,8 +90,9 @@ void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* 
       uint64_t first = l.row_offsets[li * l.spec.per_layer()];
       uint64_t end =
           li + 1 < l.spec.n_layers() ? l.row_offsets[(li + 1) * l.spec.per_layer()] : l.total_rows;
-      pieces.push_back({TensorNameFor(o.values_tensor, l.spec.layer_ids[li]),
-                        TensorNameFor(o.scales_tensor, l.spec.layer_ids[li]), first, end - first});
+      pieces.push_back({format::TensorNameFor(o.values_tensor, l.spec.layer_ids[li]),
+                        format::TensorNameFor(o.scales_tensor, l.spec.layer_ids[li]), first,
+                        end - first});
     }
   } else {
     pieces.push_back({o.values_tensor, o.scales_tensor, 0, l.total_rows});
@@ -136,8 +137,8 @@ void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* 
         "tensor \"" << p.name << "\" has another bucket count than the layers before it; "
                     << "--tile-values repeats every layer's rows the same number of times");
     factor = f;
-    ENGRAM_CHECK(t->dtype == StDTypeOf(l.dtype), Code::kInvalidArgument,
-                 "tensor \"" << p.name << "\" is " << StDTypeName(t->dtype)
+    ENGRAM_CHECK(t->dtype == format::StDTypeOf(l.dtype), Code::kInvalidArgument,
+                 "tensor \"" << p.name << "\" is " << format::StDTypeName(t->dtype)
                              << " but the table stores " << base::DTypeName(l.dtype)
                              << "; pass --dtype matching the tensor (rows are copied bit-exact)");
     const uint64_t src_rows = p.rows / f, subtables = f > 1 ? p.rows / buckets : 1;
@@ -151,9 +152,9 @@ void CopyValues(const BuildOptions& o, const Layout& l, uint8_t* rows, uint8_t* 
                    "scale tensor \"" << p.scale_name << "\" has " << st->numel()
                                      << " values, it needs " << src_rows * l.scale_stride()
                                      << " (one per 32 values)");
-      ENGRAM_CHECK(st->dtype == StDType::kF8E8M0 || st->dtype == StDType::kU8,
+      ENGRAM_CHECK(st->dtype == format::StDType::kF8E8M0 || st->dtype == format::StDType::kU8,
                    Code::kInvalidArgument,
-                   "scale tensor \"" << p.scale_name << "\" is " << StDTypeName(st->dtype)
+                   "scale tensor \"" << p.scale_name << "\" is " << format::StDTypeName(st->dtype)
                                      << "; e8m0 scales are F8_E8M0 or U8");
       StreamTensor(*sf, *st, scales + p.first_row * l.scale_stride(), src_rows * l.scale_stride(),
                    reporter, &done, total);
@@ -204,8 +205,8 @@ std::string Provenance(const BuildOptions& o, const TokenStreamStats& st, uint64
 
 }  // namespace
 
-void FillNormal(const Layout& l, uint64_t seed, double std_dev, uint8_t* rows, uint8_t* scales,
-                int threads) {
+void FillNormal(const format::Layout& l, uint64_t seed, double std_dev, uint8_t* rows,
+                uint8_t* scales, int threads) {
   const int64_t n_rows = static_cast<int64_t>(l.total_rows);
   const uint32_t d = l.row_dim;
   const uint32_t stride = l.row_stride(), sstride = l.scale_stride();
@@ -260,13 +261,13 @@ void ApplyOptionsJson(const base::Json& j, BuildOptions* o) {
   o->tile_values = j.Find("tile_values") && j.Find("tile_values")->as_uint64().value_or(0) != 0;
   o->with_stats = j.Find("with_stats") && j.Find("with_stats")->as_uint64().value_or(1) != 0;
   o->chunk_log2 = static_cast<uint32_t>(
-      j.Find("chunk_log2") ? j.Find("chunk_log2")->as_uint64().value_or(kDefaultChunkLog2)
-                           : kDefaultChunkLog2);
+      j.Find("chunk_log2") ? j.Find("chunk_log2")->as_uint64().value_or(format::kDefaultChunkLog2)
+                           : format::kDefaultChunkLog2);
 }
 
 // How build and merge write the table of options `o`.
-WriterOptions WriterOptionsFor(const BuildOptions& o, int threads) {
-  WriterOptions wo;
+format::WriterOptions WriterOptionsFor(const BuildOptions& o, int threads) {
+  format::WriterOptions wo;
   wo.chunk_log2 = o.chunk_log2;
   wo.with_stats = o.with_stats;
   wo.sketch_owners = o.owners == "sketch";
@@ -275,7 +276,7 @@ WriterOptions WriterOptionsFor(const BuildOptions& o, int threads) {
 }
 
 // Values, provenance and commit: everything after owners, shared by build and merge.
-void FinishTable(TableWriter& writer, const Layout& layout, const BuildOptions& o,
+void FinishTable(format::TableWriter& writer, const format::Layout& layout, const BuildOptions& o,
                  const std::string& provenance, int threads, BuildResult* res,
                  base::Reporter& reporter) {
   for (uint64_t r = 0; r < layout.total_rows; ++r)
@@ -290,7 +291,9 @@ void FinishTable(TableWriter& writer, const Layout& layout, const BuildOptions& 
   // run and serve explain a request's hit rate against it.
   std::string prov = provenance;
   const double share =
-      writer.stats() ? OwnerShare({writer.stats(), layout.total_rows * kStatsRowSize}) : -1;
+      writer.stats()
+          ? format::OwnerShare({writer.stats(), layout.total_rows * format::kStatsRowSize})
+          : -1;
   if (share >= 0 && !prov.empty() && prov.back() == '}') {
     char rate[64];
     std::snprintf(rate, sizeof rate, ",\"corpus_hit_rate\":%.6f}", share);
@@ -325,15 +328,15 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   ENGRAM_CHECK(o.shard_count >= 1 && o.shard_index < o.shard_count, Code::kInvalidArgument,
                "bad --shard");
   if (!o.dry_run) base::RequireParentDir(o.output);
-  Layout layout = ResolveLayout(o.layout);
+  format::Layout layout = format::ResolveLayout(o.layout);
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
   const bool sharded = o.shard_count > 1;
   const uint64_t memory = o.memory_bytes ? o.memory_bytes : DefaultBuildMemory();
   const std::string temp_dir = o.temp_dir.empty()
                                    ? base::DirName(o.output.empty() ? std::string("x") : o.output)
                                    : o.temp_dir;
-  const WriterOptions wo = WriterOptionsFor(o, threads);
-  res.plan = PlanSizes(layout, wo);
+  const format::WriterOptions wo = WriterOptionsFor(o, threads);
+  res.plan = format::PlanSizes(layout, wo);
 
   TokenStreamOptions so;
   so.token_files = o.token_files;
@@ -484,7 +487,7 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
     return res;
   }
 
-  TableWriter writer(o.output, layout, wo);
+  format::TableWriter writer(o.output, layout, wo);
   OwnerArrays oa{writer.tags(), writer.stats(), {}};
   if (!oa.stats) oa.own.assign(layout.total_rows, 0);
   if (exact) {
@@ -653,10 +656,10 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
   BuildOptions o;
   ApplyOptionsJson(h0.options, &o);
   o.command_line = mo.command_line;
-  const Layout& layout = h0.layout;
-  const WriterOptions wo = WriterOptionsFor(o, threads);
-  res.plan = PlanSizes(layout, wo);
-  TableWriter writer(mo.output, layout, wo);
+  const format::Layout& layout = h0.layout;
+  const format::WriterOptions wo = WriterOptionsFor(o, threads);
+  res.plan = format::PlanSizes(layout, wo);
+  format::TableWriter writer(mo.output, layout, wo);
   OwnerArrays oa{writer.tags(), writer.stats(), {}};
   if (!oa.stats) oa.own.assign(layout.total_rows, 0);
   if (h0.mode == "exact") {
@@ -692,7 +695,7 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
 
 std::string DescribePlan(const BuildResult& r, const BuildOptions& o) {
   std::ostringstream os;
-  const Layout& l = r.layout;
+  const format::Layout& l = r.layout;
   os << "layout:      " << hash::AddressingName(l.spec.mode) << " addressing, layers [";
   for (size_t i = 0; i < l.spec.layer_ids.size(); ++i) os << (i ? ", " : "") << l.spec.layer_ids[i];
   os << "], orders 2.." << l.spec.max_order << ", " << l.spec.n_heads << " heads, " << l.total_rows
@@ -729,4 +732,4 @@ std::string DescribePlan(const BuildResult& r, const BuildOptions& o) {
   return os.str();
 }
 
-}  // namespace engram::table
+}  // namespace engram::builder

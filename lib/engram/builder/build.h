@@ -11,14 +11,14 @@
 #include "engram/format/resolve.h"
 #include "engram/format/writer.h"
 
-namespace engram::table {
+namespace engram::builder {
 
 // Document separator inside u32 token files (schemas/cli.md, "token files").
 inline constexpr uint32_t kDocSeparator = 0xFFFFFFFFu;
 
 struct BuildOptions {
   std::string output;
-  LayoutRequest layout;
+  format::LayoutRequest layout;
   std::vector<std::string> token_files;   // flat LE u32 ids, kDocSeparator between documents
   std::vector<std::string> corpus_files;  // UTF-8 text (needs a tokenizer)
   bool doc_per_file = false;              // text: one document per file instead of per line
@@ -42,12 +42,12 @@ struct BuildOptions {
   uint32_t shard_index = 0, shard_count = 1;  // count > 1: write a partial summary to `output`
   size_t block_tokens = 1u << 22;  // parallel/shard granularity (results do not depend on it)
   std::string command_line;        // recorded in PROVENANCE
-  uint32_t chunk_log2 = kDefaultChunkLog2;
+  uint32_t chunk_log2 = format::kDefaultChunkLog2;
 };
 
 struct BuildResult {
-  Layout layout;
-  SizePlan plan;
+  format::Layout layout;
+  format::SizePlan plan;
   bool dry_run = false;
   uint64_t tokens = 0, documents = 0, ngrams_distinct = 0, owned_rows = 0;
   uint64_t ram_estimate = 0, temp_estimate = 0;
@@ -88,7 +88,7 @@ std::string DescribePlan(const BuildResult& r, const BuildOptions& opts);
 
 // Fills rows with N(0, std) values from a counter-based generator (reproducible per seed and
 // independent of thread count).
-void FillNormal(const Layout& layout, uint64_t seed, double std, uint8_t* rows, uint8_t* scales,
-                int threads);
+void FillNormal(const format::Layout& layout, uint64_t seed, double std, uint8_t* rows,
+                uint8_t* scales, int threads);
 
-}  // namespace engram::table
+}  // namespace engram::builder

@@ -7,7 +7,7 @@
 
 #include "engram/base/error.h"
 
-namespace engram::table {
+namespace engram::builder {
 
 namespace {
 inline uint64_t Mix(const uint32_t* ids, uint32_t n) noexcept {
@@ -182,4 +182,4 @@ const uint32_t* NgramCounter::SortRecords() {
   return slots_;
 }
 
-}  // namespace engram::table
+}  // namespace engram::builder

@@ -9,7 +9,7 @@
 #include "engram/base/memory.h"
 #include "engram/hash/addressing.h"
 
-namespace engram::table {
+namespace engram::builder {
 
 class NgramCounter {
  public:
@@ -81,4 +81,4 @@ class NgramCounter {
   size_t pending_ = 0;
 };
 
-}  // namespace engram::table
+}  // namespace engram::builder

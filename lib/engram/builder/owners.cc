@@ -25,7 +25,7 @@
 #include "engram/format/format.h"
 #include "engram/hash/ngram_hash.h"
 
-namespace engram::table {
+namespace engram::builder {
 
 namespace {
 
@@ -425,7 +425,7 @@ struct TableCells {
   OwnerArrays* oa;
   RowState Load(uint64_t row) const {
     if (!oa->stats) return {oa->tags[row], oa->own[row], 0, 0};
-    const uint8_t* st = oa->stats + row * kStatsRowSize;
+    const uint8_t* st = oa->stats + row * format::kStatsRowSize;
     return {oa->tags[row], base::LoadLE<uint32_t>(st), base::LoadLE<uint32_t>(st + 4),
             base::LoadLE<uint32_t>(st + 8)};
   }
@@ -435,7 +435,7 @@ struct TableCells {
       oa->own[row] = r.owner_count;
       return;
     }
-    uint8_t* st = oa->stats + row * kStatsRowSize;
+    uint8_t* st = oa->stats + row * format::kStatsRowSize;
     base::StoreLE<uint32_t>(st, r.owner_count);
     base::StoreLE<uint32_t>(st + 4, r.total);
     base::StoreLE<uint32_t>(st + 8, r.distinct);
@@ -444,13 +444,13 @@ struct TableCells {
   void Touch(uint64_t begin, uint64_t end) const {
     TouchLines(oa->tags + begin, (end - begin) * sizeof(uint32_t));
     if (oa->stats)
-      TouchLines(oa->stats + begin * kStatsRowSize, (end - begin) * kStatsRowSize);
+      TouchLines(oa->stats + begin * format::kStatsRowSize, (end - begin) * format::kStatsRowSize);
     else
       TouchLines(oa->own.data() + begin, (end - begin) * sizeof(uint32_t));
   }
   void Offer(uint64_t row, uint32_t tag, uint64_t count) const {
     RowState r = Load(row);
-    table::Offer(r, tag, count);
+    builder::Offer(r, tag, count);
     Store(row, r);
   }
 };
@@ -462,7 +462,7 @@ struct StateCells {
     TouchLines(rows + begin, (end - begin) * sizeof(RowState));
   }
   void Offer(uint64_t row, uint32_t tag, uint64_t count) const {
-    table::Offer(rows[row], tag, count);
+    builder::Offer(rows[row], tag, count);
   }
 };
 
@@ -482,7 +482,7 @@ constexpr unsigned kRegionShift = 15;
 // The outcome does not depend on the order of the records, nor on how they are split into calls,
 // so the offers are first grouped by region of rows (a counting sort), then applied.
 template <typename Cells>
-void ApplyToSubTable(const Layout& l, const Cells& cells, size_t li, uint32_t h, uint32_t n,
+void ApplyToSubTable(const format::Layout& l, const Cells& cells, size_t li, uint32_t h, uint32_t n,
                      const uint32_t* ids, const uint64_t* counts, const uint32_t* tags, int64_t m) {
   const hash::AddressSpec& s = l.spec;
   const size_t sub = s.SubIndex(li, n, h);
@@ -522,7 +522,7 @@ void ApplyToSubTable(const Layout& l, const Cells& cells, size_t li, uint32_t h,
 
 }  // namespace
 
-OwnerAssigner::OwnerAssigner(const Layout& layout, OwnerArrays* arrays, int threads)
+OwnerAssigner::OwnerAssigner(const format::Layout& layout, OwnerArrays* arrays, int threads)
     : l_(layout), oa_(arrays), threads_(threads) {
   counts_.resize(kAssignChunk);
   tags_.resize(kAssignChunk);
@@ -568,7 +568,7 @@ void OwnerAssigner::Flush() {
   n_ = 0;
 }
 
-uint64_t ExactCounter::AssignOwners(const Layout& l, OwnerArrays* oa,
+uint64_t ExactCounter::AssignOwners(const format::Layout& l, OwnerArrays* oa,
                                     const std::function<void(uint64_t, uint64_t)>& progress) {
   const hash::AddressSpec& s = l.spec;
   const uint64_t total = records();
@@ -642,7 +642,7 @@ uint64_t ExactCounter::AssignOwners(const Layout& l, OwnerArrays* oa,
   return distinct;
 }
 
-SketchOwners::SketchOwners(const Layout& layout, int threads, uint32_t shard_index,
+SketchOwners::SketchOwners(const format::Layout& layout, int threads, uint32_t shard_index,
                            uint32_t shard_count)
     : l_(layout), threads_(threads), shard_index_(shard_index), shard_count_(shard_count) {
   cells_.assign(layout.total_rows, Cell{0, 0, 0, 0, 0});
@@ -715,7 +715,7 @@ void SketchOwners::Finish(OwnerArrays* oa) const {
     double est = zeros == 0 ? 16.0 * std::log(16.0) : -16.0 * std::log(zeros / 16.0);
     uint32_t load = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(est)));
     if (oa->stats) {
-      uint8_t* st = oa->stats + r * kStatsRowSize;
+      uint8_t* st = oa->stats + r * format::kStatsRowSize;
       base::StoreLE<uint32_t>(st, std::min(c.vote, c.total));
       base::StoreLE<uint32_t>(st + 4, c.total);
       base::StoreLE<uint32_t>(st + 8, load);
@@ -752,4 +752,4 @@ void SketchOwners::ReadCells(ZstdReader& r) {
   }
 }
 
-}  // namespace engram::table
+}  // namespace engram::builder

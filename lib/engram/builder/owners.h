@@ -16,7 +16,7 @@
 #include "engram/builder/token_stream.h"
 #include "engram/format/layout.h"
 
-namespace engram::table {
+namespace engram::builder {
 
 // Where owners land: the table's TAGS and (optional) STATS sections, or a heap array of owner
 // counts when there are no STATS.
@@ -50,7 +50,7 @@ class ExactCounter {
   // Returns the distinct n-grams. The arrays are overwritten, as for a new table: owners are
   // chosen in a packed copy of 16 bytes a row (one cache line a row), then copied in. Call it
   // once, instead of WriteMerged.
-  uint64_t AssignOwners(const Layout& layout, OwnerArrays* arrays,
+  uint64_t AssignOwners(const format::Layout& layout, OwnerArrays* arrays,
                         const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 
   // Writes every order's merged records to a part stream: records of order 2, a terminator
@@ -98,14 +98,14 @@ void WriteMergedPartStreams(const std::vector<class ZstdReader*>& readers, uint3
 // sub-tables of that order. Buffers records and assigns in parallel chunks.
 class OwnerAssigner {
  public:
-  OwnerAssigner(const Layout& layout, OwnerArrays* arrays, int threads);
+  OwnerAssigner(const format::Layout& layout, OwnerArrays* arrays, int threads);
   void BeginOrder(uint32_t order);
   void Add(const uint32_t* ids, uint64_t count);
   void Flush();
   uint64_t distinct() const noexcept { return distinct_; }
 
  private:
-  const Layout& l_;
+  const format::Layout& l_;
   OwnerArrays* oa_;
   int threads_;
   uint32_t order_ = 0;
@@ -120,7 +120,7 @@ class OwnerAssigner {
 // load = a 16-bit linear-counting estimate; both documented as approximate).
 class SketchOwners {
  public:
-  SketchOwners(const Layout& layout, int threads, uint32_t shard_index = 0,
+  SketchOwners(const format::Layout& layout, int threads, uint32_t shard_index = 0,
                uint32_t shard_count = 1);
   ~SketchOwners();
   void AddBlock(const TokenBlock& block);
@@ -137,7 +137,7 @@ class SketchOwners {
     uint16_t seen, pad;
   };
   static_assert(sizeof(Cell) == 16);
-  const Layout& l_;
+  const format::Layout& l_;
   int threads_;
   uint32_t shard_index_, shard_count_;
   std::vector<Cell> cells_;
@@ -149,4 +149,4 @@ uint64_t DefaultBuildMemory();
 // Removes spill files "engram-build.<pid>.*" of processes that no longer run.
 void RemoveStaleSpills(const std::string& temp_dir);
 
-}  // namespace engram::table
+}  // namespace engram::builder

@@ -7,10 +7,10 @@
 #include "engram/base/error.h"
 #include "engram/builder/zstd_stream.h"
 
-namespace engram::table {
+namespace engram::builder {
 
 namespace {
-base::Json LayoutJson(const Layout& l) {
+base::Json LayoutJson(const format::Layout& l) {
   using base::Json;
   std::vector<Json> layers, bases;
   for (uint32_t id : l.spec.layer_ids) layers.push_back(Json::MakeNumber(id));
@@ -118,7 +118,7 @@ PartHeader ReadPartHeader(ZstdReader& r) {
   } else {
     h.shards = {h.shard_index};
   }
-  h.layout = MakeLayout(std::move(s), row_dim, dtype, std::move(canon), fp);
+  h.layout = format::MakeLayout(std::move(s), row_dim, dtype, std::move(canon), fp);
   return h;
 }
 
@@ -128,7 +128,7 @@ std::string DescribePartMismatch(const PartHeader& a, const PartHeader& b) {
     return "shard counts differ (" + std::to_string(a.shard_count) + " vs " +
            std::to_string(b.shard_count) + ")";
   if (a.options.Dump() != b.options.Dump()) return "build options differ";
-  if (EncodeLayoutSection(a.layout) != EncodeLayoutSection(b.layout) ||
+  if (format::EncodeLayoutSection(a.layout) != format::EncodeLayoutSection(b.layout) ||
       a.layout.canon_map != b.layout.canon_map || a.layout.row_dim != b.layout.row_dim ||
       a.layout.dtype != b.layout.dtype ||
       a.layout.tokenizer_fingerprint != b.layout.tokenizer_fingerprint ||
@@ -137,4 +137,4 @@ std::string DescribePartMismatch(const PartHeader& a, const PartHeader& b) {
   return {};
 }
 
-}  // namespace engram::table
+}  // namespace engram::builder

@@ -11,7 +11,7 @@
 #include "engram/base/json.h"
 #include "engram/format/layout.h"
 
-namespace engram::table {
+namespace engram::builder {
 
 inline constexpr char kPartMagic[8] = {'E', 'N', 'G', 'P', 'A', 'R', 'T', '1'};
 
@@ -24,7 +24,7 @@ struct PartHeader {
   std::vector<uint32_t> shards;
   uint64_t tokens = 0, documents = 0;
   base::Json options;  // init, seed, std, values, stats, chunk_log2 (an object)
-  Layout layout;
+  format::Layout layout;
 };
 
 // Serialises the header (magic, JSON, layout, canonical map) for ZstdWriter.
@@ -35,4 +35,4 @@ PartHeader ReadPartHeader(ZstdReader& r);
 // The header fields all parts must share, for comparison ("" when equal).
 std::string DescribePartMismatch(const PartHeader& a, const PartHeader& b);
 
-}  // namespace engram::table
+}  // namespace engram::builder

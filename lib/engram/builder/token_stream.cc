@@ -11,7 +11,7 @@
 #include "engram/builder/build.h"
 #include "engram/tokenizer/tokenizer.h"
 
-namespace engram::table {
+namespace engram::builder {
 
 uint64_t InputBytes(const TokenStreamOptions& o) {
   uint64_t total = 0;
@@ -30,7 +30,7 @@ std::pair<uint64_t, uint64_t> ShardSlice(uint64_t total, uint32_t index, uint32_
   return {at(index), at(index + 1ull)};
 }
 
-TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
+TokenStreamStats StreamTokens(const TokenStreamOptions& o, const format::Layout& layout,
                               const std::function<void(const TokenBlock&)>& sink,
                               base::Reporter& reporter) {
   TokenStreamStats st;
@@ -275,4 +275,4 @@ TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
   return st;
 }
 
-}  // namespace engram::table
+}  // namespace engram::builder

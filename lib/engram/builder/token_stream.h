@@ -13,7 +13,7 @@
 #include "engram/base/reporter.h"
 #include "engram/format/layout.h"
 
-namespace engram::table {
+namespace engram::builder {
 
 struct TokenStreamOptions {
   std::vector<std::string> token_files;
@@ -62,8 +62,8 @@ struct TokenBlock {
 // Calls sink(block) for this shard's blocks in input order. Block boundaries depend only on the
 // input, never on threads or shards. Throws kCorrupt naming the file and offset for ids outside
 // the vocabulary.
-TokenStreamStats StreamTokens(const TokenStreamOptions& o, const Layout& layout,
+TokenStreamStats StreamTokens(const TokenStreamOptions& o, const format::Layout& layout,
                               const std::function<void(const TokenBlock&)>& sink,
                               base::Reporter& reporter);
 
-}  // namespace engram::table
+}  // namespace engram::builder

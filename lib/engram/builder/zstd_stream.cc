@@ -9,7 +9,7 @@
 
 #include "engram/base/error.h"
 
-namespace engram::table {
+namespace engram::builder {
 
 struct ZstdWriter::Impl {
   ZSTD_CStream* cs = nullptr;
@@ -103,4 +103,4 @@ void ZstdReader::ReadExact(void* out, size_t n) {
   ENGRAM_CHECK(got == n, Code::kCorrupt, path_ << ": truncated (the stream ended early)");
 }
 
-}  // namespace engram::table
+}  // namespace engram::builder

@@ -9,7 +9,7 @@
 
 #include "engram/base/file.h"
 
-namespace engram::table {
+namespace engram::builder {
 
 class ZstdWriter {
  public:
@@ -47,4 +47,4 @@ class ZstdReader {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace engram::table
+}  // namespace engram::builder

@@ -7,7 +7,7 @@
 #include "engram/base/endian.h"
 #include "engram/hash/checksum.h"
 
-namespace engram::table {
+namespace engram::format {
 
 using base::LoadLE;
 using base::StoreLE;
@@ -157,4 +157,4 @@ double OwnerShare(std::span<const uint8_t> stats) noexcept {
   return total ? static_cast<double>(owner) / static_cast<double>(total) : -1;
 }
 
-}  // namespace engram::table
+}  // namespace engram::format

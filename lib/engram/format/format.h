@@ -9,7 +9,7 @@
 #include <span>
 #include <string_view>
 
-namespace engram::table {
+namespace engram::format {
 
 // §2.1
 inline constexpr std::array<uint8_t, 8> kMagic = {0x89, 'E', 'N', 'G', 'R', 'A', 'M', '\n'};
@@ -161,4 +161,4 @@ inline constexpr uint32_t kMaxRecordPayload = 16u << 20;
 inline constexpr size_t kCommitPayloadSize = 32;
 inline constexpr size_t kEntryFixedSize = 32;  // before ids
 
-}  // namespace engram::table
+}  // namespace engram::format

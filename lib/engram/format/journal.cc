@@ -10,7 +10,7 @@
 #include "engram/base/file.h"
 #include "engram/hash/checksum.h"
 
-namespace engram::table {
+namespace engram::format {
 
 using base::LoadLE;
 using base::StoreLE;
@@ -348,4 +348,4 @@ std::vector<uint64_t> FindStrandedCommits(int fd, const std::string& path, const
   return found;
 }
 
-}  // namespace engram::table
+}  // namespace engram::format

@@ -11,7 +11,7 @@
 #include "engram/format/format.h"
 #include "engram/format/layout.h"
 
-namespace engram::table {
+namespace engram::format {
 
 struct JournalEntry {
   uint64_t seq = 0;
@@ -92,4 +92,4 @@ void AppendCommitRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t 
                         uint64_t first_seq, uint64_t n_entries, uint64_t created_unix,
                         uint64_t entries_digest, uint64_t* checksum_out = nullptr);
 
-}  // namespace engram::table
+}  // namespace engram::format

@@ -9,7 +9,7 @@
 #include "engram/format/format.h"
 #include "engram/hash/ngram_hash.h"
 
-namespace engram::table {
+namespace engram::format {
 
 using base::LoadLE;
 
@@ -126,4 +126,4 @@ std::string DescribeLayout(const Layout& l) {
   return os.str();
 }
 
-}  // namespace engram::table
+}  // namespace engram::format

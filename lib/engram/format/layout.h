@@ -9,7 +9,7 @@
 #include "engram/base/dtype.h"
 #include "engram/hash/addressing.h"
 
-namespace engram::table {
+namespace engram::format {
 
 struct Layout {
   hash::AddressSpec spec;  // with derived fields filled
@@ -59,4 +59,4 @@ std::string CheckCanonMap(std::span<const uint32_t> map, uint32_t canonical_voca
 // One line per sub-table group, for inspect: "layer 1: orders 2..3 x 8 heads, 16 sub-tables, ...".
 std::string DescribeLayout(const Layout& layout);
 
-}  // namespace engram::table
+}  // namespace engram::format

@@ -12,7 +12,7 @@
 #include "engram/hash/checksum.h"
 #include "engram/hash/ngram_hash.h"
 
-namespace engram::table {
+namespace engram::format {
 
 using base::LoadLE;
 
@@ -308,4 +308,4 @@ std::unique_ptr<Reader> Reader::Open(const std::string& path, const OpenOptions&
   return r;
 }
 
-}  // namespace engram::table
+}  // namespace engram::format

@@ -13,7 +13,7 @@
 #include "engram/format/format.h"
 #include "engram/format/layout.h"
 
-namespace engram::table {
+namespace engram::format {
 
 struct OpenOptions {
   bool use_mmap = true;        // false: read the base into memory (config [engram.table] mmap)
@@ -83,4 +83,4 @@ class Reader {
   const uint8_t* stats_ = nullptr;
 };
 
-}  // namespace engram::table
+}  // namespace engram::format

@@ -10,7 +10,7 @@
 #include "engram/tokenizer/canonical.h"
 #include "engram/tokenizer/tokenizer.h"
 
-namespace engram::table {
+namespace engram::format {
 
 const std::vector<std::string>& LayoutPresets() {
   static const std::vector<std::string> p = {"engram-demo", "deepseek-v4.1"};
@@ -156,4 +156,4 @@ Layout ResolveLayout(const LayoutRequest& r) {
   return MakeLayout(std::move(s), row_dim, dtype, std::move(map), fingerprint);
 }
 
-}  // namespace engram::table
+}  // namespace engram::format

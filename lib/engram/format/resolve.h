@@ -11,7 +11,7 @@
 #include "engram/config/config.h"
 #include "engram/format/layout.h"
 
-namespace engram::table {
+namespace engram::format {
 
 struct LayoutRequest {
   const config::Config* config = nullptr;  // optional
@@ -46,4 +46,4 @@ struct CanonInfo {
 };
 const CanonInfo& CanonicalInfoFor(const std::string& tokenizer_path);
 
-}  // namespace engram::table
+}  // namespace engram::format

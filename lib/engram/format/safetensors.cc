@@ -11,7 +11,7 @@
 #include "engram/base/error.h"
 #include "engram/base/json.h"
 
-namespace engram::table {
+namespace engram::format {
 
 namespace {
 constexpr uint64_t kMaxHeader = 100ull << 20;  // the format's own limit is 100 MB
@@ -302,4 +302,4 @@ std::string TensorNameFor(const std::string& pattern, uint32_t layer_id) {
   return s;
 }
 
-}  // namespace engram::table
+}  // namespace engram::format

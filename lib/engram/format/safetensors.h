@@ -14,7 +14,7 @@
 #include "engram/base/dtype.h"
 #include "engram/base/file.h"
 
-namespace engram::table {
+namespace engram::format {
 
 enum class StDType : uint8_t {
   kF64,
@@ -119,4 +119,4 @@ class SafetensorsWriter {
   uint64_t data_offset_ = 0;
 };
 
-}  // namespace engram::table
+}  // namespace engram::format

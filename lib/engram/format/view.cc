@@ -7,7 +7,7 @@
 #include "engram/base/error.h"
 #include "engram/base/file.h"
 
-namespace engram::table {
+namespace engram::format {
 
 std::string DeterministicAddressingError(const std::string& path, size_t entries) {
   return "deterministic addressing requires sorted bucket ids: " + path + " has " +
@@ -32,4 +32,4 @@ std::unique_ptr<TableView> TableView::Open(const std::string& path, const ViewOp
   return v;
 }
 
-}  // namespace engram::table
+}  // namespace engram::format

@@ -11,7 +11,7 @@
 #include "engram/format/journal.h"
 #include "engram/format/reader.h"
 
-namespace engram::table {
+namespace engram::format {
 
 struct ViewOptions {
   // true: refuse a table with committed journal entries (kConfig, naming the fix).
@@ -61,4 +61,4 @@ class TableView {
 // The message (and fix) used wherever deterministic addressing meets an unfolded journal.
 std::string DeterministicAddressingError(const std::string& path, size_t entries);
 
-}  // namespace engram::table
+}  // namespace engram::format

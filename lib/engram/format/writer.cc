@@ -16,7 +16,7 @@
 #include "engram/base/resource.h"
 #include "engram/hash/checksum.h"
 
-namespace engram::table {
+namespace engram::format {
 
 void Reserve(int fd, uint64_t offset, uint64_t len, const std::string& path) {
   if (len == 0) return;
@@ -190,4 +190,4 @@ void TableWriter::Commit(base::Reporter& reporter) {
   temp_.Commit();
 }
 
-}  // namespace engram::table
+}  // namespace engram::format

@@ -12,7 +12,7 @@
 #include "engram/format/format.h"
 #include "engram/format/layout.h"
 
-namespace engram::table {
+namespace engram::format {
 
 struct WriterOptions {
   uint32_t chunk_log2 = kDefaultChunkLog2;
@@ -75,4 +75,4 @@ void Reserve(int fd, uint64_t offset, uint64_t len, const std::string& path);
 void ChunkChecksums(const uint8_t* data, uint64_t size, uint32_t chunk_log2, uint64_t* out,
                     int threads);
 
-}  // namespace engram::table
+}  // namespace engram::format

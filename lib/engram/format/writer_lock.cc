@@ -12,7 +12,7 @@
 
 #include "engram/base/error.h"
 
-namespace engram::table {
+namespace engram::format {
 
 WriterLock::WriterLock(const std::string& path, bool wait, std::string_view what_for,
                        bool read_only, base::Reporter* reporter) {
@@ -60,4 +60,4 @@ void RemoveStaleTempFiles(const std::string& path) {
   ::closedir(d);
 }
 
-}  // namespace engram::table
+}  // namespace engram::format

@@ -10,7 +10,7 @@
 #include "engram/base/file.h"
 #include "engram/base/reporter.h"
 
-namespace engram::table {
+namespace engram::format {
 
 class WriterLock {
  public:
@@ -34,4 +34,4 @@ class WriterLock {
 // fold). Call with the writer lock held.
 void RemoveStaleTempFiles(const std::string& path);
 
-}  // namespace engram::table
+}  // namespace engram::format

@@ -77,12 +77,12 @@ inline uint32_t ColumnOrder(size_t c, size_t heads) noexcept {
 // (row -> values) in place of the table's, laid out [t - t0][per][row_dim].
 class RowSource {
  public:
-  RowSource(const table::TableView& view, const std::vector<size_t>& table_layer)
+  RowSource(const format::TableView& view, const std::vector<size_t>& table_layer)
       : view_(view), table_layer_(table_layer) {}
 
   // Global row ids of every position of `canon` for every Engram layer: [k][t][c].
   std::vector<std::vector<uint64_t>> Rows(const std::vector<uint32_t>& canon) const {
-    const table::Layout& l = view_.layout();
+    const format::Layout& l = view_.layout();
     const size_t per = l.spec.per_layer(), heads = l.spec.n_heads;
     std::vector<std::vector<uint64_t>> out(table_layer_.size());
     std::vector<uint64_t> buckets(canon.size() * per);
@@ -102,7 +102,7 @@ class RowSource {
 
   void Fill(const std::vector<uint64_t>& rows, size_t t0, size_t t1,
             const std::unordered_map<uint64_t, const float*>& overlay, float* out) const {
-    const table::Layout& l = view_.layout();
+    const format::Layout& l = view_.layout();
     const size_t per = l.spec.per_layer(), D = l.row_dim;
     std::span<const uint64_t> span(rows.data() + t0 * per, (t1 - t0) * per);
     table::GatherRowsF32(view_, span, out);
@@ -113,7 +113,7 @@ class RowSource {
   }
 
  private:
-  const table::TableView& view_;
+  const format::TableView& view_;
   const std::vector<size_t>& table_layer_;
 };
 
@@ -129,7 +129,7 @@ class Fitter {
     ENGRAM_CHECK(s_.engram, Code::kInvalidArgument,
                  "append --fit needs the model's Engram branch: the config disables it or the "
                  "model has no Engram layers");
-    const table::Layout& l = s_.view->layout();
+    const format::Layout& l = s_.view->layout();
     TransformerOptions to;
     to.dtype =
         s_.cfg.model.dtype == "bf16" || s_.cfg.model.dtype == "bfloat16" ? "bfloat16" : "float32";
@@ -231,7 +231,7 @@ class Fitter {
 
   // Values as the table will store them.
   std::vector<float> Round(const std::vector<float>& rows) const {
-    const table::Layout& l = s_.view->layout();
+    const format::Layout& l = s_.view->layout();
     const size_t D = l.row_dim;
     std::vector<float> out(rows.size());
     std::vector<uint8_t> enc(l.row_stride() + l.scale_stride());
@@ -317,8 +317,8 @@ class Fitter {
   // The trainable rows (positions rule, --keep-frequent), their owners, the per-entry report
   // counts, and the batch FitRows trains on.
   void ChooseRows(FitResult* res) {
-    const table::Layout& l = s_.view->layout();
-    const table::TableView& v = *s_.view;
+    const format::Layout& l = s_.view->layout();
+    const format::TableView& v = *s_.view;
     const size_t per = l.spec.per_layer(), heads = l.spec.n_heads, D = l.row_dim;
     const size_t K = s_.table_layer.size();
     RowSource src(v, s_.table_layer);
@@ -424,7 +424,7 @@ class Fitter {
   // rows the corpus reads at all, over an even sample of at most 2^16 rows; 0 when off.
   uint32_t BusyReads(double factor) const {
     if (factor <= 0) return 0;
-    const table::Layout& l = s_.view->layout();
+    const format::Layout& l = s_.view->layout();
     const uint64_t step = std::max<uint64_t>(1, l.total_rows >> 16);
     std::vector<uint32_t> reads;
     for (uint64_t r = 0; r < l.total_rows; r += step)
@@ -441,7 +441,7 @@ class Fitter {
   // words reads mostly busy rows).
   std::vector<uint8_t> BusyKept(const std::vector<std::vector<uint64_t>>& rows, size_t from,
                                 size_t n_tok, uint32_t busy) const {
-    const table::Layout& l = s_.view->layout();
+    const format::Layout& l = s_.view->layout();
     const size_t per = l.spec.per_layer(), heads = l.spec.n_heads, K = rows.size();
     std::vector<uint8_t> kept(K * n_tok * per, 0);
     if (!busy) return kept;
@@ -467,7 +467,7 @@ class Fitter {
   // trainable.
   void FillSequence(const RowSource& src, size_t b, const std::vector<std::vector<uint64_t>>& rows,
                     size_t n_tok) {
-    const table::Layout& l = s_.view->layout();
+    const format::Layout& l = s_.view->layout();
     const size_t per = l.spec.per_layer(), D = l.row_dim, T = static_cast<size_t>(batch_.T);
     for (size_t k = 0; k < rows.size(); ++k) {
       src.Fill(rows[k], 0, n_tok, {}, &batch_.frozen[k][b * T * per * D]);
@@ -483,7 +483,7 @@ class Fitter {
   // contexts read, until preserve_contexts are taken or the text ends.
   void AddPreservation(FitResult* res) {
     if (o_.preserve.empty() || row_ids_.empty() || o_.preserve_contexts <= 0) return;
-    const table::Layout& l = s_.view->layout();
+    const format::Layout& l = s_.view->layout();
     const size_t per = l.spec.per_layer(), heads = l.spec.n_heads, D = l.row_dim;
     const size_t K = s_.table_layer.size();
     const size_t T = static_cast<size_t>(batch_.T),
@@ -540,7 +540,7 @@ class Fitter {
             const std::vector<uint32_t>& ids, size_t t0, size_t t1, size_t pos_base,
             const std::unordered_map<uint64_t, const float*>& overlay, const int64_t* targets,
             std::vector<float>* out) {
-    const table::Layout& l = s_.view->layout();
+    const format::Layout& l = s_.view->layout();
     const size_t per = l.spec.per_layer(), D = l.row_dim;
     std::vector<std::vector<float>> bufs(rows.size());
     for (size_t k = 0; k < rows.size(); ++k) {

@@ -49,7 +49,7 @@ std::string Hex(uint64_t v) {
 // that layer k's rows are ready when the forward pass reaches it.
 class Gatherer {
  public:
-  Gatherer(const table::TableView& view, const ModelConfig& mc, std::vector<size_t> table_layer)
+  Gatherer(const format::TableView& view, const ModelConfig& mc, std::vector<size_t> table_layer)
       : view_(view), mc_(mc), table_layer_(std::move(table_layer)) {}
 
   // seqs[b] = that sequence's canonical ids so far including this step's T new ones (for padded
@@ -57,7 +57,7 @@ class Gatherer {
   // gathers rows in the background.
   void Start(const std::vector<std::vector<uint32_t>>& seqs, int T,
              const std::vector<uint8_t>& valid) {
-    const table::Layout& l = view_.layout();
+    const format::Layout& l = view_.layout();
     const size_t B = seqs.size(), per = l.spec.per_layer(), layers = table_layer_.size();
     B_ = B;
     T_ = T;
@@ -122,7 +122,7 @@ class Gatherer {
  private:
   void Run() {
     try {
-      const table::Layout& l = view_.layout();
+      const format::Layout& l = view_.layout();
       const size_t per = l.spec.per_layer(), D = l.row_dim, heads = l.spec.n_heads;
       std::vector<uint64_t> rows(per);
       step_lookups_ = step_hits_ = 0;
@@ -167,7 +167,7 @@ class Gatherer {
     }
   }
 
-  const table::TableView& view_;
+  const format::TableView& view_;
   const ModelConfig& mc_;
   std::vector<size_t> table_layer_;
   size_t B_ = 0;
@@ -236,7 +236,7 @@ uint32_t Sample(const float* logits, size_t V, const RunOptions& o, std::mt19937
   return c[keep - 1].second;
 }
 
-void CheckTableAgainstModel(const table::Layout& l, const ModelConfig& mc, uint64_t tok_fp,
+void CheckTableAgainstModel(const format::Layout& l, const ModelConfig& mc, uint64_t tok_fp,
                             const std::string& path) {
   std::vector<std::string> p;
   auto add = [&](const std::string& s) { p.push_back(s); };
@@ -372,11 +372,11 @@ void LoadSetup(const RunOptions& o, base::Reporter& rep, Setup& s, RunResult& re
                        << base::FormatGB(static_cast<double>(avail))
                        << " is available; free memory or run on a larger host (the table is never "
                           "loaded into device memory instead)");
-    table::ViewOptions vo;
+    format::ViewOptions vo;
     vo.deterministic_addressing = s.cfg.engram.deterministic_addressing && !o.read_journal;
     vo.open.use_mmap = s.cfg.table.mmap;
-    s.view = table::TableView::Open(path, vo);
-    const table::Layout& l = s.view->layout();
+    s.view = format::TableView::Open(path, vo);
+    const format::Layout& l = s.view->layout();
     CheckTableAgainstModel(l, s.mc, tok_fp, path);
     for (uint32_t id : s.mc.engram_layer_ids)
       for (size_t k = 0; k < l.spec.layer_ids.size(); ++k)
@@ -727,7 +727,7 @@ class SessionImpl final : public Session {
         return table::LowHitRateNote(rate, lookups, corpus_rate, layout);
       };
       stamp_ = Stamp(info_.table_path);
-      view_ = std::shared_ptr<const table::TableView>(std::move(s_.view));
+      view_ = std::shared_ptr<const format::TableView>(std::move(s_.view));
       state_.generation = 1;
       state_.journal_commits = view_->journal().n_commits;
       state_.journal_entries = view_->journal().committed.size();
@@ -774,10 +774,10 @@ class SessionImpl final : public Session {
     if (st.ino == 0 || st == stamp_) return;
     stamp_ = st;  // taken before opening: a change during the open is seen next time
     try {
-      table::ViewOptions vo;
+      format::ViewOptions vo;
       vo.deterministic_addressing = s_.cfg.engram.deterministic_addressing;
       vo.open.use_mmap = s_.cfg.table.mmap;
-      std::shared_ptr<const table::TableView> v = table::TableView::Open(path, vo);
+      std::shared_ptr<const format::TableView> v = format::TableView::Open(path, vo);
       CheckTableAgainstModel(v->layout(), s_.mc, tok_fp_, path);
       ENGRAM_CHECK(v->layout().canon_map.empty() || v->layout().canon_map == s_.canon,
                    Code::kInvalidArgument,
@@ -829,7 +829,7 @@ class SessionImpl final : public Session {
     ENGRAM_CHECK(reqs.size() <= static_cast<size_t>(info_.max_batch), Code::kInternal,
                  "batch of " << reqs.size() << " requests, the session holds " << info_.max_batch);
     MaybeReload();
-    std::shared_ptr<const table::TableView> view;
+    std::shared_ptr<const format::TableView> view;
     TableState state;
     {
       std::lock_guard<std::mutex> lock(state_mu_);
@@ -1007,7 +1007,7 @@ class SessionImpl final : public Session {
   FileStamp stamp_;
   bool stale_said_ = false;
   mutable std::mutex state_mu_;
-  std::shared_ptr<const table::TableView> view_;
+  std::shared_ptr<const format::TableView> view_;
   TableState state_;
 };
 

@@ -23,7 +23,7 @@ struct Setup {
   ModelConfig mc;
   std::unique_ptr<tokenizer::Tokenizer> tok;
   std::vector<uint32_t> canon;  // tokenizer id -> canonical id
-  std::unique_ptr<table::TableView> view;
+  std::unique_ptr<format::TableView> view;
   std::vector<size_t> table_layer;  // Engram layer k -> index in the table's layer_ids
   bool engram = false;
 

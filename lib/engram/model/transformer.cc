@@ -679,7 +679,7 @@ class TorchTransformer final : public Transformer {
     return (e4m3_lut_.index({c}) * scales.narrow(0, 0, B).narrow(2, 0, S)).to(dtype_);
   }
 
-  Tensor Get(table::Checkpoint& ck, const std::string& name, std::vector<int64_t> shape) {
+  Tensor Get(format::Checkpoint& ck, const std::string& name, std::vector<int64_t> shape) {
     std::string n = ck.Has(name) ? name : (ck.Has("model." + name) ? "model." + name : name);
     auto [file, t] = ck.Get(n);
     int64_t numel = 1;
@@ -692,20 +692,20 @@ class TorchTransformer final : public Transformer {
     auto data = file->Data(*t);
     Tensor out;
     switch (t->dtype) {
-      case table::StDType::kF32:
+      case format::StDType::kF32:
         out = torch::from_blob(const_cast<uint8_t*>(data.data()), shape, torch::kFloat32).clone();
         break;
-      case table::StDType::kBF16:
+      case format::StDType::kBF16:
         out = torch::from_blob(const_cast<uint8_t*>(data.data()), shape, torch::kBFloat16)
                   .to(torch::kFloat32);
         break;
-      case table::StDType::kF16:
+      case format::StDType::kF16:
         out = torch::from_blob(const_cast<uint8_t*>(data.data()), shape, torch::kFloat16)
                   .to(torch::kFloat32);
         break;
       default:
         ENGRAM_THROW(Code::kInvalidArgument, "tensor " << n << " is "
-                                                       << table::StDTypeName(t->dtype)
+                                                       << format::StDTypeName(t->dtype)
                                                        << "; weights must be F32, BF16 or F16");
     }
     out = out.to(dtype_);
@@ -713,7 +713,7 @@ class TorchTransformer final : public Transformer {
     return out;
   }
 
-  SwiGLU LoadSwiGLU(table::Checkpoint& ck, const std::string& p, int64_t inter) {
+  SwiGLU LoadSwiGLU(format::Checkpoint& ck, const std::string& p, int64_t inter) {
     const int64_t H = cfg_.hidden_size;
     SwiGLU s;
     s.inter = inter;
@@ -725,7 +725,7 @@ class TorchTransformer final : public Transformer {
   }
 
   void Load() {
-    auto ck = table::Checkpoint::Open(cfg_.dir);
+    auto ck = format::Checkpoint::Open(cfg_.dir);
     const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, M = cfg_.memory_dim();
     embed_ = Get(*ck, "embed_tokens.weight", {V, H});
     final_norm_ = Get(*ck, "norm.weight", {H});

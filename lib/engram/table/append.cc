@@ -50,24 +50,24 @@ class Problems {
 };
 
 // Reads values of a float tensor row as f32.
-bool TensorRow(const SafetensorsFile& f, const TensorInfo& t, uint64_t row, uint32_t width,
-               std::vector<float>* out) {
+bool TensorRow(const format::SafetensorsFile& f, const format::TensorInfo& t, uint64_t row,
+               uint32_t width, std::vector<float>* out) {
   if (t.shape.size() != 2 || t.shape[1] != width || row >= t.shape[0]) return false;
   auto d = f.Data(t);
   out->resize(width);
   for (uint32_t i = 0; i < width; ++i) {
     uint64_t k = row * width + i;
     switch (t.dtype) {
-      case StDType::kF32:
+      case format::StDType::kF32:
         std::memcpy(&(*out)[i], d.data() + k * 4, 4);
         break;
-      case StDType::kBF16: {
+      case format::StDType::kBF16: {
         uint16_t h;
         std::memcpy(&h, d.data() + k * 2, 2);
         (*out)[i] = base::BF16ToFloat(h);
         break;
       }
-      case StDType::kF16: {
+      case format::StDType::kF16: {
         uint16_t h;
         std::memcpy(&h, d.data() + k * 2, 2);
         (*out)[i] = base::F16ToFloat(h);
@@ -80,31 +80,31 @@ bool TensorRow(const SafetensorsFile& f, const TensorInfo& t, uint64_t row, uint
   return true;
 }
 
-bool IntAt(const SafetensorsFile& f, const TensorInfo& t, uint64_t k, int64_t* v) {
+bool IntAt(const format::SafetensorsFile& f, const format::TensorInfo& t, uint64_t k, int64_t* v) {
   auto d = f.Data(t);
   switch (t.dtype) {
-    case StDType::kI64:
+    case format::StDType::kI64:
       std::memcpy(v, d.data() + k * 8, 8);
       return true;
-    case StDType::kI32: {
+    case format::StDType::kI32: {
       int32_t x;
       std::memcpy(&x, d.data() + k * 4, 4);
       *v = x;
       return true;
     }
-    case StDType::kU32: {
+    case format::StDType::kU32: {
       uint32_t x;
       std::memcpy(&x, d.data() + k * 4, 4);
       *v = x;
       return true;
     }
-    case StDType::kI16: {
+    case format::StDType::kI16: {
       int16_t x;
       std::memcpy(&x, d.data() + k * 2, 2);
       *v = x;
       return true;
     }
-    case StDType::kU16: {
+    case format::StDType::kU16: {
       uint16_t x;
       std::memcpy(&x, d.data() + k * 2, 2);
       *v = x;
@@ -115,13 +115,13 @@ bool IntAt(const SafetensorsFile& f, const TensorInfo& t, uint64_t k, int64_t* v
   }
 }
 
-std::vector<Entry> ParseSafetensors(const AppendOptions& o, const Layout& l, Problems* pr) {
+std::vector<Entry> ParseSafetensors(const AppendOptions& o, const format::Layout& l, Problems* pr) {
   std::vector<Entry> out;
-  auto f = SafetensorsFile::Open(o.entries);
-  const TensorInfo* ids = f->Find("canonical_ids");
+  auto f = format::SafetensorsFile::Open(o.entries);
+  const format::TensorInfo* ids = f->Find("canonical_ids");
   bool canonical = ids != nullptr;
   if (!ids) ids = f->Find("ids");
-  const TensorInfo* values = f->Find("values");
+  const format::TensorInfo* values = f->Find("values");
   if (!ids || !values) {
     pr->Add(0,
             "a safetensors entries file needs an \"ids\" (or \"canonical_ids\") tensor [E, n] and "
@@ -138,8 +138,8 @@ std::vector<Entry> ParseSafetensors(const AppendOptions& o, const Layout& l, Pro
                    " values, the table's rows " + std::to_string(l.row_dim));
     return out;
   }
-  const TensorInfo* layers = f->Find("layers");
-  const TensorInfo* heads = f->Find("heads");
+  const format::TensorInfo* layers = f->Find("layers");
+  const format::TensorInfo* heads = f->Find("heads");
   const uint64_t E = ids->shape[0], n = ids->shape[1];
   for (uint64_t e = 0; e < E; ++e) {
     Entry en;
@@ -178,10 +178,10 @@ std::vector<Entry> ParseSafetensors(const AppendOptions& o, const Layout& l, Pro
   return out;
 }
 
-std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
+std::vector<Entry> ParseJsonl(const AppendOptions& o, const format::Layout& l,
                               const tokenizer::Tokenizer* tok, Problems* pr) {
   std::vector<Entry> out;
-  std::map<std::string, std::unique_ptr<SafetensorsFile>> refs;
+  std::map<std::string, std::unique_ptr<format::SafetensorsFile>> refs;
   // No valid entry is larger than this: a value of row_dim numbers (64 bytes each is generous),
   // an n-gram of max_order ids, a few keys. Longer lines, and lines with more values than an
   // entry can hold, are refused before any of them is held or parsed (memory stays
@@ -342,12 +342,12 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
       if (!path.empty() && path[0] != '/') path = base::DirName(o.entries) + "/" + path;
       auto& sf = refs[path];
       try {
-        if (!sf) sf = SafetensorsFile::Open(path);
+        if (!sf) sf = format::SafetensorsFile::Open(path);
       } catch (const Error& e) {
         pr->Add(line_no, std::string("value_ref: ") + e.what());
         return;
       }
-      const TensorInfo* t = sf->Find(tensor->as_string());
+      const format::TensorInfo* t = sf->Find(tensor->as_string());
       if (!t || !TensorRow(*sf, *t, *row->as_uint64(), l.row_dim, &en.value)) {
         pr->Add(line_no, "value_ref: no F32/BF16/F16 tensor \"" + tensor->as_string() +
                              "\" of shape [rows, " + std::to_string(l.row_dim) + "] with row " +
@@ -362,7 +362,7 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const Layout& l,
 }
 
 // Empty when the row, stored in the table's dtype, holds only finite values; else why not.
-std::string NonFiniteProblem(const Layout& l, const std::vector<float>& value) {
+std::string NonFiniteProblem(const format::Layout& l, const std::vector<float>& value) {
   std::vector<uint8_t> enc(l.row_stride() + l.scale_stride());
   base::EncodeRow(l.dtype, value, enc.data(), enc.data() + l.row_stride());
   size_t i = base::FirstNonFinite(l.dtype, enc.data(), enc.data() + l.row_stride(), l.row_dim);
@@ -424,7 +424,8 @@ namespace {
 
 // Each canonical id's first tokenizer id (canonical ids merge tokens that differ only in ways
 // the hash ignores), to show an n-gram given as canonical ids.
-std::vector<uint32_t> FirstTokenOfCanonical(const Layout& l, const tokenizer::Tokenizer& tok) {
+std::vector<uint32_t> FirstTokenOfCanonical(const format::Layout& l,
+                                            const tokenizer::Tokenizer& tok) {
   std::vector<uint32_t> first(l.spec.canonical_vocab, UINT32_MAX);
   for (uint32_t id = 0; id < tok.vocab_size(); ++id) {
     uint32_t c;
@@ -439,8 +440,8 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   base::Stopwatch sw;
   AppendResult res;
   // 1. Parse and validate everything against the table's layout before taking any lock.
-  std::unique_ptr<Reader> reader = Reader::Open(o.table);
-  const Layout layout = reader->layout();
+  std::unique_ptr<format::Reader> reader = format::Reader::Open(o.table);
+  const format::Layout layout = reader->layout();
   std::unique_ptr<tokenizer::Tokenizer> tok;
   if (!o.tokenizer_path.empty()) {
     tok = tokenizer::Tokenizer::Load(o.tokenizer_path);
@@ -510,7 +511,7 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
     }
 
   // 2. Expand entries into journal entries (one per targeted row), encode values.
-  std::vector<JournalEntry> records;
+  std::vector<format::JournalEntry> records;
   std::vector<size_t> record_line;
   std::vector<uint8_t> enc(layout.row_stride() + layout.scale_stride());
   for (const Entry& e : entries) {
@@ -521,7 +522,7 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
       if (e.layer_id >= 0 && layout.spec.layer_ids[li] != e.layer_id) continue;
       for (uint32_t h = 0; h < layout.spec.n_heads; ++h) {
         if (e.head >= 0 && static_cast<uint32_t>(e.head) != h) continue;
-        JournalEntry je;
+        format::JournalEntry je;
         je.layer_index = static_cast<uint32_t>(li);
         je.order = n;
         je.head = h;
@@ -538,28 +539,28 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   reader.reset();
 
   // 3. Lock, re-open the locked file, and write.
-  std::unique_ptr<WriterLock> lock;
+  std::unique_ptr<format::WriterLock> lock;
   if (!o.dry_run) {
-    lock = std::make_unique<WriterLock>(o.table, o.wait, "append", false, &reporter);
-    RemoveStaleTempFiles(o.table);
+    lock = std::make_unique<format::WriterLock>(o.table, o.wait, "append", false, &reporter);
+    format::RemoveStaleTempFiles(o.table);
   }
-  ViewOptions vo;
+  format::ViewOptions vo;
   vo.deterministic_addressing = false;
-  auto view = TableView::Open(o.table, vo);
-  const Layout& now = view->layout();
+  auto view = format::TableView::Open(o.table, vo);
+  const format::Layout& now = view->layout();
   ENGRAM_CHECK(now.spec.sizes == layout.spec.sizes && now.spec.seed == layout.spec.seed &&
                    now.row_dim == layout.row_dim && now.dtype == layout.dtype,
                Code::kIo,
                o.table << " was rebuilt with another layout while append ran; nothing was written, "
                           "run it again");
-  const JournalState& js = view->journal();
+  const format::JournalState& js = view->journal();
   res.journal_entries_before = js.committed.size();
   // Displaced owners, seen through the base, the journal and this batch's earlier records.
   std::unordered_map<uint64_t, uint32_t> batch;
   for (size_t i = 0; i < records.size(); ++i) {
-    const JournalEntry& r = records[i];
+    const format::JournalEntry& r = records[i];
     uint32_t prev;
-    const JournalEntry* from_journal = nullptr;
+    const format::JournalEntry* from_journal = nullptr;
     if (auto it = batch.find(r.row); it != batch.end()) {
       prev = records[it->second].tag;
       from_journal = &records[it->second];
@@ -593,10 +594,11 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   std::vector<uint64_t> sums(records.size());
   const uint64_t seed = view->reader().header().header_checksum;
   for (size_t i = 0; i < records.size(); ++i)
-    AppendEntryRecord(&buf, js.next_seq + i, seed, records[i], now, &sums[i]);
+    format::AppendEntryRecord(&buf, js.next_seq + i, seed, records[i], now, &sums[i]);
   uint64_t commit_sum = 0;
-  AppendCommitRecord(&buf, js.next_seq + records.size(), seed, js.next_seq, records.size(),
-                     base::UnixNow(), hash::Checksum64(sums.data(), sums.size() * 8), &commit_sum);
+  format::AppendCommitRecord(&buf, js.next_seq + records.size(), seed, js.next_seq, records.size(),
+                             base::UnixNow(), hash::Checksum64(sums.data(), sums.size() * 8),
+                             &commit_sum);
   res.records = records.size();
   res.bytes = buf.size();
   res.tail_truncated = js.tail_bytes();
@@ -630,8 +632,8 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   // The batch is committed; record it outside the journal (§5.6) so that a copy cut short
   // before this commit is told from a crash.
   base::CrashPoint("append-before-slot");
-  WriteCommitSlot(lock->fd(), o.table, view->reader().header(), js, js.committed_end + buf.size(),
-                  records.size(), commit_sum);
+  format::WriteCommitSlot(lock->fd(), o.table, view->reader().header(), js,
+                          js.committed_end + buf.size(), records.size(), commit_sum);
   res.seconds = sw.Seconds();
   return res;
 }

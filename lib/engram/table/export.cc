@@ -27,10 +27,10 @@ struct Piece {
 }  // namespace
 
 ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
-  ViewOptions vo;
+  format::ViewOptions vo;
   vo.deterministic_addressing = false;
-  auto view = TableView::Open(o.table, vo);
-  const Layout& l = view->layout();
+  auto view = format::TableView::Open(o.table, vo);
+  const format::Layout& l = view->layout();
   const bool per_layer = o.tensor.find("{layer}") != std::string::npos;
   const bool fp8 = l.scale_stride() > 0;
   std::vector<Piece> pieces;
@@ -40,10 +40,10 @@ ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
                        ? l.total_rows
                        : l.row_offsets[(li + 1) * l.spec.per_layer()];
     uint32_t id = l.spec.layer_ids[li];
-    pieces.push_back({TensorNameFor(o.tensor, id), false, first, end - first,
+    pieces.push_back({format::TensorNameFor(o.tensor, id), false, first, end - first,
                       (end - first) * l.row_stride(), id});
     if (fp8)
-      pieces.push_back({TensorNameFor(o.scale_tensor, id), true, first, end - first,
+      pieces.push_back({format::TensorNameFor(o.scale_tensor, id), true, first, end - first,
                         (end - first) * l.scale_stride(), id});
   }
   // Files: everything in one, or whole tensors packed into shards of at most max_shard_bytes.
@@ -88,17 +88,17 @@ ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
     char name[64];
     std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", fi + 1, files.size());
     std::string path = sharded ? o.output + "/" + name : o.output;
-    std::vector<SafetensorsWriter::Spec> specs;
+    std::vector<format::SafetensorsWriter::Spec> specs;
     for (size_t i : files[fi]) {
       const Piece& p = pieces[i];
       specs.push_back({p.name,
-                       p.scales ? StDType::kF8E8M0 : StDTypeOf(l.dtype),
+                       p.scales ? format::StDType::kF8E8M0 : format::StDTypeOf(l.dtype),
                        {p.rows, p.scales ? l.scale_stride() : l.row_dim}});
       index += std::string(first_entry ? "" : ",") + base::JsonString(p.name) + ":" +
                base::JsonString(name);
       first_entry = false;
     }
-    SafetensorsWriter w(path, specs, meta);
+    format::SafetensorsWriter w(path, specs, meta);
     for (size_t k = 0; k < files[fi].size(); ++k) {
       const Piece& p = pieces[files[fi][k]];
       const uint32_t stride = p.scales ? l.scale_stride() : l.row_stride();
@@ -111,7 +111,7 @@ ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
         // The journal overlay: last committed writer wins, as lookups see it.
         for (const auto& [jrow, idx] : view->journal().overlay) {
           if (jrow < row || jrow >= row + n) continue;
-          const JournalEntry& e = view->journal().committed[idx];
+          const format::JournalEntry& e = view->journal().committed[idx];
           std::memcpy(buf.data() + (jrow - row) * stride,
                       e.value.data() + (p.scales ? l.row_stride() : 0), stride);
           if (!p.scales) res.journal_rows++;

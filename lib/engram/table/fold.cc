@@ -63,12 +63,13 @@ FoldResult SortBuckets(const FoldOptions& o, base::Reporter& reporter) {
   const std::string out = o.output.empty() ? table : o.output;
   res.output = o.output.empty() ? o.table : o.output;  // as the user named it
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
-  WriterLock lock(table, o.wait, "sort-buckets", /*read_only=*/!o.output.empty(), &reporter);
-  RemoveStaleTempFiles(out);
-  ViewOptions vo;
+  format::WriterLock lock(table, o.wait, "sort-buckets", /*read_only=*/!o.output.empty(),
+                          &reporter);
+  format::RemoveStaleTempFiles(out);
+  format::ViewOptions vo;
   vo.deterministic_addressing = false;
-  auto view = TableView::Open(table, vo);
-  const JournalState& js = view->journal();
+  auto view = format::TableView::Open(table, vo);
+  const format::JournalState& js = view->journal();
   res.entries = js.committed.size();
   if (js.committed.empty() && o.output.empty() && js.tail_bytes() == 0) {
     res.nothing_to_do = true;
@@ -86,33 +87,33 @@ FoldResult SortBuckets(const FoldOptions& o, base::Reporter& reporter) {
       winners.push_back(order[i].second);
   res.rows = winners.size();
 
-  const Reader& r = view->reader();
-  const Layout& l = r.layout();
-  WriterOptions wo;
+  const format::Reader& r = view->reader();
+  const format::Layout& l = r.layout();
+  format::WriterOptions wo;
   wo.chunk_log2 = r.header().chunk_log2;
   wo.with_stats = r.has_stats();
-  wo.sketch_owners = (r.header().optional_flags & kOptSketchOwners) != 0;
+  wo.sketch_owners = (r.header().optional_flags & format::kOptSketchOwners) != 0;
   wo.threads = threads;
-  TableWriter w(out, l, wo);
+  format::TableWriter w(out, l, wo);
   reporter.Progress("fold", 0, 4, "steps");
   ParallelCopy(w.rows(), r.RowBytes(0), l.total_rows * l.row_stride(), threads);
   if (l.scale_stride())
     ParallelCopy(w.scales(), r.ScaleBytes(0), l.total_rows * l.scale_stride(), threads);
-  ParallelCopy(reinterpret_cast<uint8_t*>(w.tags()), r.Section(SectionType::kTags).data(),
+  ParallelCopy(reinterpret_cast<uint8_t*>(w.tags()), r.Section(format::SectionType::kTags).data(),
                l.total_rows * 4, threads);
   if (w.stats())
-    ParallelCopy(w.stats(), r.Section(SectionType::kStats).data(), l.total_rows * kStatsRowSize,
-                 threads);
+    ParallelCopy(w.stats(), r.Section(format::SectionType::kStats).data(),
+                 l.total_rows * format::kStatsRowSize, threads);
   reporter.Progress("fold", 2, 4, "steps");
   for (uint32_t idx : winners) {
-    const JournalEntry& e = js.committed[idx];
+    const format::JournalEntry& e = js.committed[idx];
     std::memcpy(w.rows() + e.row * l.row_stride(), e.value.data(), l.row_stride());
     if (l.scale_stride())
       std::memcpy(w.scales() + e.row * l.scale_stride(), e.value.data() + l.row_stride(),
                   l.scale_stride());
     w.tags()[e.row] = e.tag;
     // owner_count 0 marks an owner set by append (it has no corpus count); totals stay.
-    if (w.stats()) base::StoreLE<uint32_t>(w.stats() + e.row * kStatsRowSize, 0);
+    if (w.stats()) base::StoreLE<uint32_t>(w.stats() + e.row * format::kStatsRowSize, 0);
   }
   w.SetProvenance(FoldedProvenance(r.provenance(), res.entries));
   reporter.Progress("fold", 3, 4, "steps");

@@ -12,7 +12,9 @@ namespace engram::table {
 
 // out[i * row_dim + j] = value j of row rows[i] (journal overlay applied for a view). Every row
 // must be < layout().total_rows.
-void GatherRowsF32(const TableView& view, std::span<const uint64_t> rows, float* out) noexcept;
-void GatherRowsF32(const Reader& reader, std::span<const uint64_t> rows, float* out) noexcept;
+void GatherRowsF32(const format::TableView& view, std::span<const uint64_t> rows,
+                   float* out) noexcept;
+void GatherRowsF32(const format::Reader& reader, std::span<const uint64_t> rows,
+                   float* out) noexcept;
 
 }  // namespace engram::table

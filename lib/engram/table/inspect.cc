@@ -16,9 +16,9 @@
 namespace engram::table {
 
 InspectInfo Inspect(const std::string& path, const InspectOptions& opts) {
-  auto r = Reader::Open(path, OpenOptions{true, opts.check_metadata});
-  const Header& h = r->header();
-  const Layout& l = r->layout();
+  auto r = format::Reader::Open(path, format::OpenOptions{true, opts.check_metadata});
+  const format::Header& h = r->header();
+  const format::Layout& l = r->layout();
   InspectInfo in;
   in.path = path;
   in.file_length = r->file_length();
@@ -48,23 +48,24 @@ InspectInfo Inspect(const std::string& path, const InspectOptions& opts) {
   in.tokenizer_fingerprint = l.tokenizer_fingerprint;
   in.multipliers = l.spec.multipliers;
   for (uint32_t i = 0; i < h.n_sections; ++i)
-    in.sections.push_back(
-        {std::string(SectionName(h.sections[i].type)), h.sections[i].offset, h.sections[i].size});
+    in.sections.push_back({std::string(format::SectionName(h.sections[i].type)),
+                           h.sections[i].offset, h.sections[i].size});
   in.chunk_bytes = 1u << h.chunk_log2;
-  if (auto s = r->Section(SectionType::kChunkSums); !s.empty()) in.n_chunks = s.size() / 8;
+  if (auto s = r->Section(format::SectionType::kChunkSums); !s.empty()) in.n_chunks = s.size() / 8;
   {
     char buf[24];
     std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h.header_checksum));
     in.header_checksum = buf;
   }
   in.has_stats = r->has_stats();
-  in.sketch_owners = (h.optional_flags & kOptSketchOwners) != 0;
+  in.sketch_owners = (h.optional_flags & format::kOptSketchOwners) != 0;
   in.owner_mode = in.sketch_owners ? "sketch" : "exact";
   in.provenance = r->provenance();
   {
     base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
-    JournalState js = ReadJournal(fd.get(), path, h, l, r->file_length(), /*keep_entries=*/false);
-    RequireIntact(js, path);  // `verify` reports the damage; inspect must not hide it
+    format::JournalState js =
+        format::ReadJournal(fd.get(), path, h, l, r->file_length(), /*keep_entries=*/false);
+    format::RequireIntact(js, path);  // `verify` reports the damage; inspect must not hide it
     in.journal_entries = js.n_committed;
     in.journal_commits = js.n_commits;
     in.journal_bytes = js.committed_end - js.start;
@@ -76,7 +77,7 @@ InspectInfo Inspect(const std::string& path, const InspectOptions& opts) {
     for (uint64_t row = 0; row < l.total_rows; ++row) {
       if (r->Tag(row) != 0) in.owned_rows++;
       if (r->has_stats()) {
-        StatsRow s = r->Stats(row);
+        format::StatsRow s = r->Stats(row);
         in.load_histogram[std::min<uint32_t>(s.load, 16)]++;
         const size_t bin = s.load == 0 ? 0 : 32 - static_cast<size_t>(__builtin_clz(s.load));
         if (in.load_log2_histogram.size() <= bin) in.load_log2_histogram.resize(bin + 1, 0);

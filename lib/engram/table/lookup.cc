@@ -24,18 +24,18 @@ std::string Hex(uint64_t v) {
 
 LookupResult Lookup(const LookupOptions& o) {
   LookupResult res;
-  std::unique_ptr<TableView> view;
+  std::unique_ptr<format::TableView> view;
   if (!o.table_path.empty()) {
-    ViewOptions vo;
+    format::ViewOptions vo;
     vo.deterministic_addressing = o.deterministic_addressing;
-    view = TableView::Open(o.table_path, vo);
+    view = format::TableView::Open(o.table_path, vo);
     res.layout = view->layout();
     res.with_table = true;
     res.journal_entries = view->journal().committed.size();
   } else {
-    res.layout = ResolveLayout(o.layout);
+    res.layout = format::ResolveLayout(o.layout);
   }
-  const Layout& l = res.layout;
+  const format::Layout& l = res.layout;
   std::unique_ptr<tokenizer::Tokenizer> tok;
   if (!o.layout.tokenizer_path.empty()) {
     tok = tokenizer::Tokenizer::Load(o.layout.tokenizer_path);
@@ -140,7 +140,7 @@ LookupResult Lookup(const LookupOptions& o) {
   return res;
 }
 
-double CorpusHitRate(const Reader& r) {
+double CorpusHitRate(const format::Reader& r) {
   try {
     base::Json p = base::Json::Parse(r.provenance(), "provenance", 32);
     if (p.is_object())
@@ -149,10 +149,11 @@ double CorpusHitRate(const Reader& r) {
   } catch (const Error&) {
     // A provenance that is not JSON: fall back to the statistics.
   }
-  return r.has_stats() ? OwnerShare(r.Section(SectionType::kStats)) : -1;
+  return r.has_stats() ? format::OwnerShare(r.Section(format::SectionType::kStats)) : -1;
 }
 
-std::string LowHitRateNote(double rate, uint64_t lookups, double corpus_rate, const Layout& l) {
+std::string LowHitRateNote(double rate, uint64_t lookups, double corpus_rate,
+                           const format::Layout& l) {
   if (lookups < 8) return {};
   const bool known = corpus_rate > 0;
   if (rate >= (known ? 0.5 * corpus_rate : 0.3)) return {};

@@ -8,13 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "engram/format/reader.h"
 #include "engram/format/resolve.h"
 
 namespace engram::table {
 
 struct LookupOptions {
-  std::string table_path;  // "" = addressing only, from `layout`
-  LayoutRequest layout;    // used when there is no table
+  std::string table_path;        // "" = addressing only, from `layout`
+  format::LayoutRequest layout;  // used when there is no table
   bool deterministic_addressing = false;
   // Exactly one input:
   std::string text;           // needs a tokenizer (layout.tokenizer_path)
@@ -43,7 +44,7 @@ struct LookupPosition {
 };
 
 struct LookupResult {
-  Layout layout;
+  format::Layout layout;
   bool with_table = false;
   std::vector<LookupPosition> positions;
   uint64_t lookups = 0, hits = 0;  // over positions with a full n-gram
@@ -59,15 +60,15 @@ struct LookupResult {
 
 LookupResult Lookup(const LookupOptions& opts);
 
-class Reader;
 // What a table scores on its own build corpus: the share of the corpus's n-gram lookups (every
 // occurrence, layer, order and head) that hit, i.e. owner counts / occurrences. Recorded in
 // PROVENANCE at build ("corpus_hit_rate"); computed from STATS for tables built before that;
 // -1 when neither is there.
-double CorpusHitRate(const Reader& r);
+double CorpusHitRate(const format::Reader& r);
 
 // The explanation due when `rate` over `lookups` is low for this table: below half of its own
 // corpus's rate (or below 0.3 when that is unknown) over at least 8 lookups; "" otherwise.
-std::string LowHitRateNote(double rate, uint64_t lookups, double corpus_rate, const Layout& l);
+std::string LowHitRateNote(double rate, uint64_t lookups, double corpus_rate,
+                           const format::Layout& l);
 
 }  // namespace engram::table

@@ -154,7 +154,7 @@ struct Probe {
   uint64_t len = 0;
   base::MappedFile map;
   std::vector<unsigned char> pages;
-  Header header;
+  format::Header header;
 };
 
 Probe OpenProbe(const std::string& path) {
@@ -162,13 +162,13 @@ Probe OpenProbe(const std::string& path) {
   p.fd = base::OpenFile(path, O_RDONLY);
   p.len = base::RegularFileSize(p.fd.get(), path);
   ::posix_fadvise(p.fd.get(), 0, 0, POSIX_FADV_RANDOM);
-  if (p.len >= kHeaderSize) {
+  if (p.len >= format::kHeaderSize) {
     p.map = base::MappedFile::FromFd(p.fd.get(), p.len, base::MappedFile::Mode::kReadOnly, path);
     p.pages = Mincore(p.map.data(), p.len, path);
   }
-  p.header = ReadValidatedHeader(p.fd.get(), path, p.len);  // a table, or a clear error
+  p.header = format::ReadValidatedHeader(p.fd.get(), path, p.len);  // a table, or a clear error
   if (!p.pages.empty() && !(p.pages[0] & 1))
-    ::posix_fadvise(p.fd.get(), 0, kHeaderSize, POSIX_FADV_DONTNEED);
+    ::posix_fadvise(p.fd.get(), 0, format::kHeaderSize, POSIX_FADV_DONTNEED);
   return p;
 }
 
@@ -177,11 +177,12 @@ Residency FromPages(const std::string& path, const Probe& p) {
   r.path = path;
   r.bytes = p.len;
   r.resident_bytes = ResidentIn(p.pages, 0, p.len, p.len);
-  const Header& h = p.header;
-  r.parts.push_back({"header", 0, kHeaderSize, ResidentIn(p.pages, 0, kHeaderSize, p.len)});
+  const format::Header& h = p.header;
+  r.parts.push_back(
+      {"header", 0, format::kHeaderSize, ResidentIn(p.pages, 0, format::kHeaderSize, p.len)});
   for (uint32_t i = 0; i < h.n_sections; ++i) {
-    const SectionEntry& e = h.sections[i];
-    r.parts.push_back({std::string(SectionName(e.type)), e.offset, e.size,
+    const format::SectionEntry& e = h.sections[i];
+    r.parts.push_back({std::string(format::SectionName(e.type)), e.offset, e.size,
                        ResidentIn(p.pages, e.offset, e.size, p.len)});
   }
   if (p.len > h.file_size)
@@ -199,7 +200,8 @@ Residency Status(const std::string& path) {
 
 WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) {
   base::Stopwatch sw;
-  Reader::Open(path, OpenOptions{true, true});  // refuse anything that is not a readable table
+  format::Reader::Open(
+      path, format::OpenOptions{true, true});  // refuse anything that is not a readable table
   WarmResult res;
   base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
   const uint64_t len = base::RegularFileSize(fd.get(), path);
@@ -298,7 +300,7 @@ uint64_t Evict(const std::string& path) {
   Probe p = OpenProbe(path);
   int r = ::posix_fadvise(p.fd.get(), 0, 0, POSIX_FADV_DONTNEED);
   ENGRAM_CHECK(r == 0, Code::kIo, path << ": posix_fadvise(DONTNEED) failed: " << std::strerror(r));
-  if (p.len < kHeaderSize) return 0;
+  if (p.len < format::kHeaderSize) return 0;
   return ResidentIn(Mincore(p.map.data(), p.len, path), 0, p.len, p.len);
 }
 

@@ -42,7 +42,7 @@ void Add(VerifyReport* r, uint64_t offset, uint64_t length, std::string field, C
 // start in; a row running past its chunk's end is completed with a read of its remainder.
 struct RowsCheck {
   // null: no check (no readable layout, or ROWS or SCALES not of the layout's size)
-  const Layout* layout = nullptr;
+  const format::Layout* layout = nullptr;
 };
 
 struct StatsCheck {
@@ -63,19 +63,20 @@ __attribute__((target_clones("avx2", "default"), optimize("O3"))) uint64_t Count
 
 void CountBadStats(const uint8_t* st, uint64_t lo, uint64_t hi, StatsCheck* out) {
   uint64_t n = 0;
-  if (reinterpret_cast<uintptr_t>(st + lo * kStatsRowSize) % alignof(uint32_t) == 0) {
-    n = CountBadStatsRows(reinterpret_cast<const uint32_t*>(st + lo * kStatsRowSize), hi - lo);
+  if (reinterpret_cast<uintptr_t>(st + lo * format::kStatsRowSize) % alignof(uint32_t) == 0) {
+    n = CountBadStatsRows(reinterpret_cast<const uint32_t*>(st + lo * format::kStatsRowSize),
+                          hi - lo);
   } else {
     for (uint64_t row = lo; row < hi; ++row) {
       uint32_t v[4];
-      std::memcpy(v, st + row * kStatsRowSize, sizeof v);
+      std::memcpy(v, st + row * format::kStatsRowSize, sizeof v);
       n += (v[0] > v[1]) | ((v[2] == 0) & (v[1] != 0));
     }
   }
   out->bad += n;
   for (uint64_t row = lo; n && row < hi; ++row) {
     uint32_t v[4];
-    std::memcpy(v, st + row * kStatsRowSize, sizeof v);
+    std::memcpy(v, st + row * format::kStatsRowSize, sizeof v);
     if (v[0] > v[1] || (v[2] == 0 && v[1] != 0)) {
       out->first = std::min(out->first, row);
       break;
@@ -93,13 +94,13 @@ constexpr uint64_t kPieceBytes = 128 << 10;
 // Chunks are read with pread into a per-thread buffer, kPieceBytes at a time, as xxhsum does:
 // faulting a large mapping in costs more than the copy. first_task (the journal scan) runs on one
 // of the threads before it takes chunks.
-void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string& path, int threads,
-                 VerifyReport* rep, StatsCheck* stats, const RowsCheck& rows_check,
+void CheckChunks(const format::Header& h, int fd, const uint8_t* data, const std::string& path,
+                 int threads, VerifyReport* rep, StatsCheck* stats, const RowsCheck& rows_check,
                  std::vector<std::pair<uint64_t, uint64_t>>* suspect_rows,
                  const std::function<void()>& first_task, base::Reporter& reporter) {
-  const SectionEntry* sums_e = nullptr;
+  const format::SectionEntry* sums_e = nullptr;
   for (uint32_t i = 0; i < h.n_sections; ++i)
-    if (h.sections[i].type == static_cast<uint32_t>(SectionType::kChunkSums))
+    if (h.sections[i].type == static_cast<uint32_t>(format::SectionType::kChunkSums))
       sums_e = &h.sections[i];
   if (!sums_e || sums_e->size % 8) {
     Add(rep, 0, 0, "section CHUNK_SUMS", Code::kCorrupt,
@@ -120,11 +121,11 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
   };
   std::vector<Job> jobs;
   for (uint32_t i = 0; i < h.n_sections; ++i) {
-    const SectionEntry& e = h.sections[i];
-    if (e.type == static_cast<uint32_t>(SectionType::kChunkSums)) continue;
+    const format::SectionEntry& e = h.sections[i];
+    if (e.type == static_cast<uint32_t>(format::SectionType::kChunkSums)) continue;
     uint64_t n = (e.size + chunk - 1) / chunk;
     if (e.first_chunk > n_sums || n > n_sums - e.first_chunk) {
-      Add(rep, e.offset, e.size, std::string("section ") + std::string(SectionName(e.type)),
+      Add(rep, e.offset, e.size, std::string("section ") + std::string(format::SectionName(e.type)),
           Code::kCorrupt, "its chunk range runs past CHUNK_SUMS");
       continue;
     }
@@ -167,12 +168,12 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
     hash::Checksum64Stream sum;
     for (uint64_t k; (k = next_job.fetch_add(1, std::memory_order_relaxed)) < n_jobs;) {
       const Job& j = jobs[k];
-      const SectionEntry& e = h.sections[j.sec];
+      const format::SectionEntry& e = h.sections[j.sec];
       const uint64_t off = j.begin - e.offset;  // the chunk's start in its section
-      const bool stats_sec =
-          e.type == static_cast<uint32_t>(SectionType::kStats) && e.size % kStatsRowSize == 0;
-      const Layout* l =
-          e.type == static_cast<uint32_t>(SectionType::kRows) ? rows_check.layout : nullptr;
+      const bool stats_sec = e.type == static_cast<uint32_t>(format::SectionType::kStats) &&
+                             e.size % format::kStatsRowSize == 0;
+      const format::Layout* l =
+          e.type == static_cast<uint32_t>(format::SectionType::kRows) ? rows_check.layout : nullptr;
       const uint64_t stride = l ? l->row_stride() : 1;
       const uint64_t first_row = (off + stride - 1) / stride;  // rows that start in the chunk
       uint64_t next_row = first_row;                           // the next row to check
@@ -182,7 +183,7 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
                      : base::AllFinite(l->dtype, rows, nullptr, count * l->row_dim);
         next_row += count;
       };
-      const bool scales_sec = fp8 && e.type == static_cast<uint32_t>(SectionType::kScales);
+      const bool scales_sec = fp8 && e.type == static_cast<uint32_t>(format::SectionType::kScales);
       carry.clear();
       sum.Reset();
       bool failed = false;
@@ -199,8 +200,8 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
         sum.Update(buf.get(), n);
         const uint64_t lo = off + at;  // the piece's bytes in the section: [lo, lo + n)
         if (stats_sec)                 // 16-byte rows: pieces and chunks hold whole rows
-          CountBadStats(buf.get() - lo, lo / kStatsRowSize, (lo + n) / kStatsRowSize,
-                        &stats_jobs[k]);
+          CountBadStats(buf.get() - lo, lo / format::kStatsRowSize,
+                        (lo + n) / format::kStatsRowSize, &stats_jobs[k]);
         if (scales_sec && !base::Fp8ScalesBelowF0(buf.get(), n)) {
           const uint64_t ss = rows_check.layout->scale_stride();
           const uint64_t r0 = lo / ss,
@@ -265,14 +266,14 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
   }
   for (size_t k = 0; k < jobs.size(); ++k) {
     const Job& j = jobs[k];
-    const SectionEntry& e = h.sections[j.sec];
+    const format::SectionEntry& e = h.sections[j.sec];
     if (bad[k]) {
       uint64_t idx = (j.begin - e.offset) / chunk;
       std::ostringstream f, m;
-      f << "section " << SectionName(e.type) << " chunk " << idx;
+      f << "section " << format::SectionName(e.type) << " chunk " << idx;
       m << "bytes " << j.begin << ".." << j.begin + j.len << " of " << path
-        << " fail their checksum (section " << SectionName(e.type) << ", chunk " << idx << " of "
-        << (e.size + chunk - 1) / chunk << ")";
+        << " fail their checksum (section " << format::SectionName(e.type) << ", chunk " << idx
+        << " of " << (e.size + chunk - 1) / chunk << ")";
       Add(rep, j.begin, j.len, f.str(), Code::kCorrupt, m.str());
     }
   }
@@ -283,7 +284,7 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (uint32_t i = 0; i < h.n_sections; ++i)
     ranges.emplace_back(h.sections[i].offset, h.sections[i].size);
-  uint64_t at = kHeaderSize;
+  uint64_t at = format::kHeaderSize;
   auto check_gap = [&](uint64_t from, uint64_t to) {
     for (uint64_t k = from; k < to; ++k)
       if (data[k] != 0) {
@@ -294,21 +295,22 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
       }
   };
   // The commit slot page (§5.6): each slot is unwritten (all zero) or valid; the rest is zero.
-  if (h.optional_flags & kOptCommitSlots) {
-    ranges.emplace_back(kCommitSlotsOffset, kCommitSlotsBytes);
+  if (h.optional_flags & format::kOptCommitSlots) {
+    ranges.emplace_back(format::kCommitSlotsOffset, format::kCommitSlotsBytes);
     for (uint64_t i = 0; i < 2; ++i) {
-      const uint8_t* slot = data + kCommitSlotsOffset + i * kCommitSlotSize;
-      CommitSlot unused;
-      if (std::all_of(slot, slot + kCommitSlotSize, [](uint8_t b) { return b == 0; }) ||
-          DecodeCommitSlot(slot, h.header_checksum, &unused))
+      const uint8_t* slot = data + format::kCommitSlotsOffset + i * format::kCommitSlotSize;
+      format::CommitSlot unused;
+      if (std::all_of(slot, slot + format::kCommitSlotSize, [](uint8_t b) { return b == 0; }) ||
+          format::DecodeCommitSlot(slot, h.header_checksum, &unused))
         continue;
-      Add(rep, kCommitSlotsOffset + i * kCommitSlotSize, kCommitSlotSize, "commit slots",
-          Code::kCorrupt,
+      Add(rep, format::kCommitSlotsOffset + i * format::kCommitSlotSize, format::kCommitSlotSize,
+          "commit slots", Code::kCorrupt,
           "commit slot " + std::to_string(i) + " at offset " +
-              std::to_string(kCommitSlotsOffset + i * kCommitSlotSize) +
+              std::to_string(format::kCommitSlotsOffset + i * format::kCommitSlotSize) +
               " fails its checksum: the file is damaged there");
     }
-    check_gap(kCommitSlotsOffset + 2 * kCommitSlotSize, kCommitSlotsOffset + kCommitSlotsBytes);
+    check_gap(format::kCommitSlotsOffset + 2 * format::kCommitSlotSize,
+              format::kCommitSlotsOffset + format::kCommitSlotsBytes);
   }
   std::sort(ranges.begin(), ranges.end());
   for (const auto& [off, size] : ranges) {
@@ -320,9 +322,10 @@ void CheckChunks(const Header& h, int fd, const uint8_t* data, const std::string
 
 // Every stored row value must be finite (§ rows): Inf/NaN would poison the model's activations.
 // CheckChunks found the row ranges holding a non-finite value; this names the rows.
-void ReportNonFiniteRows(const Reader& r, const std::vector<std::pair<uint64_t, uint64_t>>& suspect,
+void ReportNonFiniteRows(const format::Reader& r,
+                         const std::vector<std::pair<uint64_t, uint64_t>>& suspect,
                          VerifyReport* rep) {
-  const Layout& l = r.layout();
+  const format::Layout& l = r.layout();
   uint64_t count = 0, first = 0;
   size_t first_value = 0;
   for (const auto& [r0, end] : suspect) {
@@ -339,7 +342,7 @@ void ReportNonFiniteRows(const Reader& r, const std::vector<std::pair<uint64_t, 
   const size_t per_layer = l.spec.per_layer();
   const uint32_t order =
       static_cast<uint32_t>(hash::kMinOrder + (sub % per_layer) / l.spec.n_heads);
-  const SectionEntry* sec = r.FindSection(SectionType::kRows);
+  const format::SectionEntry* sec = r.FindSection(format::SectionType::kRows);
   Add(rep, sec ? sec->offset + first * l.row_stride() : 0, l.row_stride(), "section ROWS",
       Code::kCorrupt,
       std::to_string(count) + " row(s) hold non-finite values (Inf or NaN); first: row " +
@@ -350,10 +353,10 @@ void ReportNonFiniteRows(const Reader& r, const std::vector<std::pair<uint64_t, 
           "; rebuild the table from finite values (or append finite replacements and fold)");
 }
 
-void CheckConfig(const Reader& r, const VerifyOptions& o, bool journal_has_entries,
+void CheckConfig(const format::Reader& r, const VerifyOptions& o, bool journal_has_entries,
                  VerifyReport* rep) {
   const config::Config& c = *o.config;
-  const Layout& l = r.layout();
+  const format::Layout& l = r.layout();
   for (const std::string& p : config::LayoutProblems(c)) Add(rep, 0, 0, "config", Code::kConfig, p);
   const auto& e = c.engram;
   // Only keys the user set are compared: a default is not a claim about this table.
@@ -406,7 +409,7 @@ void CheckConfig(const Reader& r, const VerifyOptions& o, bool journal_has_entri
                  "\", or rebuild the table with 'engramctl build --dtype " +
                  std::string(base::DTypeName(*dt)) + "'");
   if (!o.tokenizer_path.empty()) {
-    uint64_t fp = CanonicalInfoFor(o.tokenizer_path).fingerprint;
+    uint64_t fp = format::CanonicalInfoFor(o.tokenizer_path).fingerprint;
     if (fp != l.tokenizer_fingerprint)
       Add(
           rep, 0, 0, "config model.tokenizer", Code::kConfig,
@@ -452,12 +455,12 @@ VerifyReport Verify(const std::string& path, const VerifyOptions& o, base::Repor
   rep.path = path;
   base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
   const uint64_t len = base::RegularFileSize(fd.get(), path);
-  Header h;
+  format::Header h;
   try {
-    h = ReadValidatedHeader(fd.get(), path, len);
+    h = format::ReadValidatedHeader(fd.get(), path, len);
   } catch (const Error& e) {
     if (e.code() != Code::kCorrupt) throw;
-    Add(&rep, 0, kHeaderSize, "header", Code::kCorrupt, e.what());
+    Add(&rep, 0, format::kHeaderSize, "header", Code::kCorrupt, e.what());
     rep.seconds = sw.Seconds();
     return rep;
   }
@@ -466,31 +469,31 @@ VerifyReport Verify(const std::string& path, const VerifyOptions& o, base::Repor
   ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   // The layout first (metadata only), so that the journal scan, which needs it, runs beside the
   // parallel chunk checksums instead of after them; its problems are reported after theirs.
-  std::unique_ptr<Reader> reader;
+  std::unique_ptr<format::Reader> reader;
   std::string layout_problem;
   try {
-    reader = Reader::Open(path, OpenOptions{true, true});
+    reader = format::Reader::Open(path, format::OpenOptions{true, true});
   } catch (const Error& e) {
     if (e.code() != Code::kCorrupt) throw;
     layout_problem = e.what();
   }
   // The journal scan, which needs the layout, runs on one of the checksum threads before it
   // takes chunks, so the sequential scan and the parallel chunks share the cores.
-  JournalState js;
+  format::JournalState js;
   std::function<void()> scan_journal;
   if (reader)
     scan_journal = [&path, &h, &reader, len, &js] {
       base::UniqueFd jfd = base::OpenFile(path, O_RDONLY);
       ::posix_fadvise(jfd.get(), static_cast<off_t>(h.file_size), 0, POSIX_FADV_SEQUENTIAL);
-      js = ReadJournal(jfd.get(), path, h, reader->layout(), len, /*keep_entries=*/false);
+      js = format::ReadJournal(jfd.get(), path, h, reader->layout(), len, /*keep_entries=*/false);
     };
   StatsCheck stats;
   RowsCheck rows_check;
   std::vector<std::pair<uint64_t, uint64_t>> suspect_rows;
   if (reader) {
-    const Layout& l = reader->layout();
-    const SectionEntry* rows = reader->FindSection(SectionType::kRows);
-    const SectionEntry* scales = reader->FindSection(SectionType::kScales);
+    const format::Layout& l = reader->layout();
+    const format::SectionEntry* rows = reader->FindSection(format::SectionType::kRows);
+    const format::SectionEntry* scales = reader->FindSection(format::SectionType::kScales);
     const uint64_t scale_bytes = l.total_rows * l.scale_stride();
     if (rows && l.row_dim && rows->size == l.total_rows * l.row_stride() &&
         (scale_bytes == 0 || (scales && scales->size == scale_bytes)))
@@ -501,15 +504,17 @@ VerifyReport Verify(const std::string& path, const VerifyOptions& o, base::Repor
   rep.checksum_seconds = sw.Seconds();
   if (!layout_problem.empty()) Add(&rep, 0, 0, "layout", Code::kCorrupt, layout_problem);
   if (reader) {
-    const Layout& l = reader->layout();
+    const format::Layout& l = reader->layout();
     // Stats plausibility: an owner's count never exceeds its bucket's total.
     if (stats.bad)
-      Add(&rep, reader->FindSection(SectionType::kStats)->offset + stats.first * kStatsRowSize,
-          kStatsRowSize, "section STATS", Code::kCorrupt,
+      Add(&rep,
+          reader->FindSection(format::SectionType::kStats)->offset +
+              stats.first * format::kStatsRowSize,
+          format::kStatsRowSize, "section STATS", Code::kCorrupt,
           std::to_string(stats.bad) + " rows have inconsistent statistics (first: row " +
               std::to_string(stats.first) + ")");
     if (!suspect_rows.empty()) ReportNonFiniteRows(*reader, suspect_rows, &rep);
-    for (const NonFiniteRecord& e : js.non_finite)
+    for (const format::NonFiniteRecord& e : js.non_finite)
       Add(&rep, e.offset, 0, "journal", Code::kCorrupt,
           "the journal record at offset " + std::to_string(e.offset) + " (layer " +
               std::to_string(l.spec.layer_ids[e.layer_index]) + ", order " +

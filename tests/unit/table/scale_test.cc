@@ -17,6 +17,8 @@
 
 using namespace engram;
 using namespace engram::table;
+using namespace engram::format;
+using namespace engram::builder;
 using engram::testing::TempDir;
 
 namespace {

@@ -31,11 +31,11 @@ class TempDir {
   std::string path_;
 };
 
-inline table::Layout SmallLayout(base::DType dtype = base::DType::kF32,
-                                 hash::AddressingMode mode = hash::AddressingMode::kNative,
-                                 uint32_t log2 = 6, uint32_t row_dim = 32,
-                                 std::vector<uint32_t> layers = {1}, uint32_t order = 2,
-                                 uint32_t heads = 1) {
+inline format::Layout SmallLayout(base::DType dtype = base::DType::kF32,
+                                  hash::AddressingMode mode = hash::AddressingMode::kNative,
+                                  uint32_t log2 = 6, uint32_t row_dim = 32,
+                                  std::vector<uint32_t> layers = {1}, uint32_t order = 2,
+                                  uint32_t heads = 1) {
   hash::AddressSpec s;
   s.mode = mode;
   s.layer_ids = std::move(layers);
@@ -44,7 +44,7 @@ inline table::Layout SmallLayout(base::DType dtype = base::DType::kF32,
   s.canonical_vocab = 1000;
   s.log2_buckets = log2;
   s.base_sizes = {uint64_t{1} << log2};
-  return table::MakeLayout(s, row_dim, dtype);
+  return format::MakeLayout(s, row_dim, dtype);
 }
 
 inline std::vector<uint8_t> ReadAll(const std::string& path) {
@@ -58,11 +58,11 @@ inline void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes)
 }
 
 // Decodes the header, lets f change it, re-encodes it with a valid checksum.
-inline void MutateHeader(const std::string& path, const std::function<void(table::Header&)>& f) {
+inline void MutateHeader(const std::string& path, const std::function<void(format::Header&)>& f) {
   auto bytes = ReadAll(path);
-  table::Header h = table::DecodeHeader(bytes.data());
+  format::Header h = format::DecodeHeader(bytes.data());
   f(h);
-  table::EncodeHeader(h, bytes.data());
+  format::EncodeHeader(h, bytes.data());
   WriteAll(path, bytes);
 }
 
