@@ -1,4 +1,5 @@
-// Shared CLI plumbing: exit codes, the stderr Reporter, config loading and small printers.
+// Shared CLI plumbing: exit codes, global flags, config loading, small printers, and the
+// commands' registration (one Add<Verb>Command per cmd_<verb>.cc).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,8 @@
 #include "engram/base/reporter.h"
 #include "engram/config/config.h"
 #include "engram/format/resolve.h"
+#include "flags.h"
+#include "reporter.h"
 
 namespace CLI {
 class App;
@@ -38,26 +41,6 @@ struct GlobalFlags {
 };
 GlobalFlags& Globals();
 
-// Writes log lines and TTY progress (with rate and ETA) to stderr. Thread-safe.
-class StderrReporter : public engram::base::Reporter {
- public:
-  StderrReporter();
-  void Log(engram::base::LogLevel level, std::string_view line) override;
-  void Progress(std::string_view phase, uint64_t done, uint64_t total,
-                std::string_view unit) override;
-  void ProgressDone(std::string_view phase) override;
-
- private:
-  void ClearLine();
-  std::mutex mu_;
-  bool tty_;
-  bool line_dirty_ = false;
-  // Running phases: when and at what count each first reported.
-  std::map<std::string, std::pair<double, uint64_t>, std::less<>> phase_start_;
-  double last_draw_ = 0;     // 0: nothing drawn yet
-  double log_interval_ = 0;  // seconds between lines when stderr is not a TTY
-};
-
 // A subcommand's exit status, set by its callback (main returns it).
 int& CommandExit();
 
@@ -73,21 +56,6 @@ std::string TokenizerFromConfig(const engram::config::Config& c);
 void PrintStdout(const std::string& s);
 // argv joined for provenance.
 std::string& CommandLine();
-
-// Layout flags shared by commands that can describe a layout without a table.
-struct LayoutFlags {
-  std::string preset, addressing, layers, buckets, base_sizes, dtype, tokenizer;
-  uint64_t hash_seed = 0;
-  uint32_t order = 0, heads = 0, row_dim = 0, pad_id = 0, vocab = 0;
-  CLI::Option *o_addr = nullptr, *o_seed = nullptr, *o_layers = nullptr, *o_order = nullptr,
-              *o_heads = nullptr, *o_buckets = nullptr, *o_base = nullptr, *o_row_dim = nullptr,
-              *o_dtype = nullptr, *o_pad = nullptr, *o_vocab = nullptr;
-};
-void AddLayoutFlags(CLI::App* app, LayoutFlags* f);
-// Applies the flags that were given on top of what `r` already holds (config, preset).
-void ApplyLayoutFlags(const LayoutFlags& f, engram::format::LayoutRequest* r);
-// Comma-separated unsigned integers ("1,15").
-std::vector<uint64_t> ParseUintList(const std::string& s, const char* flag);
 
 // Subcommand registration (one per cmd_<verb>.cc).
 void AddBuildCommand(CLI::App& app);

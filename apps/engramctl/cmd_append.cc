@@ -5,9 +5,11 @@
 #include "cli_common.h"
 #include "engram/base/file.h"
 #include "engram/base/json.h"
+#include "engram/base/module_status.h"
 #include "engram/base/units.h"
 #include "engram/model/fit.h"
 #include "engram/table/append.h"
+#include "engram/table/entries.h"
 
 namespace engramctl {
 
@@ -74,7 +76,7 @@ struct AppendFlags {
 
 // append --fit: fits rows for `entries` through the model plugin, reports, refuses a batch that
 // costs more perplexity than allowed, and appends the changed rows.
-void AppendFitted(AppendFlags& f, std::vector<engram::model::FitEntry> entries, bool has_config,
+void AppendFitted(AppendFlags& f, std::vector<engram::table::FitEntry> entries, bool has_config,
                   StderrReporter& rep) {
   std::vector<engram::table::PreparedEntry> fitted;
   ENGRAM_CHECK(has_config, engram::Code::kInvalidArgument,
@@ -87,12 +89,8 @@ void AppendFitted(AppendFlags& f, std::vector<engram::model::FitEntry> entries, 
   f.fo.run.table_path = f.o.table;
   f.fo.entries_path = f.o.entries;
   f.fo.entries = std::move(entries);
-  engram::model::FitFn fn = engram::model::LoadFitPlugin();
   engram::model::FitResult fr;
-  std::string error;
-  int code = 0;
-  if (fn(&f.fo, &rep, &fr, &error, &code) != 0)
-    throw engram::Error(static_cast<engram::Code>(code), error);
+  engram::base::CallModule(engram::model::LoadFitPlugin(), &f.fo, &rep, &fr);
   size_t ok = 0;
   for (const auto& e : fr.entries) ok += e.fitted;
   if (!f.json) {
@@ -282,7 +280,7 @@ void AddAppendCommand(CLI::App& app) {
                      << f->o.entries << " is a safetensors file of rows");
     if (!st) {
       engram::base::RequireNotPipe(f->o.entries);
-      auto ef = engram::model::ReadEntriesToFit(f->o.entries, f->fit);
+      auto ef = engram::table::ReadEntriesToFit(f->o.entries, f->fit);
       if (!ef.fit.empty()) {
         AppendFitted(*f, std::move(ef.fit), cfg.has_value(), rep);
         return;

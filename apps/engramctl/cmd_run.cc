@@ -6,6 +6,7 @@
 #include "cli_common.h"
 #include "engram/base/file.h"
 #include "engram/base/json.h"
+#include "engram/base/module_status.h"
 #include "engram/base/units.h"
 #include "engram/config/config.h"
 #include "engram/model/run.h"
@@ -170,12 +171,8 @@ void AddRunCommand(CLI::App& app) {
     }
     o.dump_logits = !o.dump_logits_path.empty();
     o.show_config_notes = Globals().verbose;
-    engram::model::RunFn fn = engram::model::LoadModelPlugin();
     engram::model::RunResult r;
-    std::string error;
-    int code = 0;
-    if (fn(&o, &rep, &r, &error, &code) != 0)
-      throw engram::Error(static_cast<engram::Code>(code), error);
+    engram::base::CallModule(engram::model::LoadModelPlugin(), &o, &rep, &r);
     using engram::base::FormatBytes;
     if (o.dump_logits) {
       engram::base::TempFile tf(o.dump_logits_path);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli_common.h"
+#include "engram/base/module_status.h"
 #include "engram/config/config.h"
 #include "engram/model/session.h"
 #include "engram/serve/server.h"
@@ -87,13 +88,12 @@ void AddServeCommand(CLI::App& app) {
     // /health answering 503 on any machine speed.
     if (const char* d = std::getenv("ENGRAM_SERVE_LOAD_DELAY_MS"); d && *d)
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d)));
-    engram::model::OpenSessionFn open = engram::model::LoadSessionPlugin();
     engram::model::Session* raw = nullptr;
-    std::string error;
-    int code = 0;
-    if (open(&f->run, &rep, &raw, &error, &code) != 0) {
+    try {
+      engram::base::CallModule(engram::model::LoadSessionPlugin(), &f->run, &rep, &raw);
+    } catch (...) {
       server.Shutdown();
-      throw engram::Error(static_cast<engram::Code>(code), error);
+      throw;
     }
     std::unique_ptr<engram::model::Session> session(raw);
     const auto& info = session->info();

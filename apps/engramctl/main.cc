@@ -9,23 +9,9 @@
 #include <vector>
 
 #include "cli_common.h"
+#include "engram/base/text.h"
 
 namespace {
-
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 // The command word: the first argument that is not one of the global flags. "" when none.
 std::string FindVerb(int argc, char** argv) {
@@ -129,11 +115,13 @@ int main(int argc, char** argv) {
       } else {
         std::string nearest = names.front();
         for (const auto& n : names)
-          if (EditDistance(verb, n) < EditDistance(verb, nearest)) nearest = n;
-        std::fprintf(
-            stderr, "engramctl: unknown command '%s'%s\ncommands: %s\n", verb.c_str(),
-            EditDistance(verb, nearest) <= 3 ? (" (did you mean '" + nearest + "'?)").c_str() : "",
-            list.c_str());
+          if (engram::base::EditDistance(verb, n) < engram::base::EditDistance(verb, nearest))
+            nearest = n;
+        std::fprintf(stderr, "engramctl: unknown command '%s'%s\ncommands: %s\n", verb.c_str(),
+                     engram::base::EditDistance(verb, nearest) <= 3
+                         ? (" (did you mean '" + nearest + "'?)").c_str()
+                         : "",
+                     list.c_str());
       }
       return kExitUsage;
     }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engram/base/error.h"
+#include "engram/base/text.h"
 
 namespace engram::base {
 
@@ -196,24 +197,6 @@ class JsonParser {
     return v;
   }
 
-  static void AppendUtf8(std::string* out, uint32_t cp) {
-    if (cp < 0x80) {
-      out->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
-
   uint32_t ParseHex4() {
     if (i_ + 4 > s_.size()) Fail("truncated \\u escape");
     uint32_t v = 0;
@@ -292,7 +275,7 @@ class JsonParser {
           } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
             Fail("unpaired surrogate in \\u escape");
           }
-          AppendUtf8(&out, cp);
+          base::AppendUtf8(&out, cp);
           break;
         }
         default:

@@ -8,13 +8,11 @@
 #include <vector>
 
 #include "engram/base/reporter.h"
+#include "engram/builder/token_stream.h"
 #include "engram/format/resolve.h"
 #include "engram/format/writer.h"
 
 namespace engram::builder {
-
-// Document separator inside u32 token files (schemas/cli.md, "token files").
-inline constexpr uint32_t kDocSeparator = 0xFFFFFFFFu;
 
 struct BuildOptions {
   std::string output;
@@ -85,10 +83,5 @@ BuildResult Merge(const MergeOptions& opts, base::Reporter& reporter);
 
 // Human-readable dry-run summary.
 std::string DescribePlan(const BuildResult& r, const BuildOptions& opts);
-
-// Fills rows with N(0, std) values from a counter-based generator (reproducible per seed and
-// independent of thread count).
-void FillNormal(const format::Layout& layout, uint64_t seed, double std, uint8_t* rows,
-                uint8_t* scales, int threads);
 
 }  // namespace engram::builder

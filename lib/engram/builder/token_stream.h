@@ -3,7 +3,9 @@
 // Nothing reads a whole input into memory (except a --doc-per-file document).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <span>
 #include <string>
@@ -12,8 +14,12 @@
 
 #include "engram/base/reporter.h"
 #include "engram/format/layout.h"
+#include "engram/hash/addressing.h"
 
 namespace engram::builder {
+
+// Document separator inside u32 token files (schemas/cli.md, "token files").
+inline constexpr uint32_t kDocSeparator = 0xFFFFFFFFu;
 
 struct TokenStreamOptions {
   std::vector<std::string> token_files;
@@ -65,5 +71,25 @@ struct TokenBlock {
 TokenStreamStats StreamTokens(const TokenStreamOptions& o, const format::Layout& layout,
                               const std::function<void(const TokenBlock&)>& sink,
                               base::Reporter& reporter);
+
+// Feeds a block's n-grams (orders 2..N) to f(order, ids), with the block's context as history:
+// the window a position reads, padded with the pad id at a document's start.
+template <typename F>
+void ForEachNgram(const hash::AddressSpec& spec, const TokenBlock& b, F&& f) {
+  const uint32_t N = spec.max_order;
+  uint32_t w[hash::kMaxOrder];
+  std::fill(w, w + N, spec.pad_id);
+  size_t c = b.context.size();
+  for (size_t i = 0; i < c; ++i) w[N - c + i] = b.context[i];
+  for (uint32_t id : b.ids) {
+    if (id == kDocSeparator) {
+      std::fill(w, w + N, spec.pad_id);
+      continue;
+    }
+    std::memmove(w, w + 1, (N - 1) * 4);
+    w[N - 1] = id;
+    for (uint32_t n = hash::kMinOrder; n <= N; ++n) f(n, w + N - n);
+  }
+}
 
 }  // namespace engram::builder

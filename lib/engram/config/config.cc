@@ -12,6 +12,7 @@
 #include "engram/base/checked.h"
 #include "engram/base/error.h"
 #include "engram/base/file.h"
+#include "engram/base/text.h"
 
 namespace engram::config {
 namespace {
@@ -77,19 +78,6 @@ const KeyDef* FindKey(const std::string& key) {
   return nullptr;
 }
 
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] =
-          std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 std::string Nearest(const std::string& key) {
   std::string best;
   size_t best_d = SIZE_MAX;
@@ -97,7 +85,7 @@ std::string Nearest(const std::string& key) {
   for (const auto& k : kKeys) {
     std::string kk = k.key;
     std::string kleaf = kk.substr(kk.find_last_of('.') + 1);
-    size_t d = std::min(EditDistance(key, kk), EditDistance(leaf, kleaf) + 1);
+    size_t d = std::min(base::EditDistance(key, kk), base::EditDistance(leaf, kleaf) + 1);
     if (d < best_d) {
       best_d = d;
       best = kk;
@@ -178,7 +166,7 @@ class Loader {
           std::string sect;
           size_t best = 3;
           for (const auto& s : kSections)
-            if (size_t d = EditDistance(s, key); d < best) {
+            if (size_t d = base::EditDistance(s, key); d < best) {
               best = d;
               sect = s;
             }

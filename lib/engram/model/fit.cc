@@ -16,6 +16,7 @@
 #include "engram/base/dtype.h"
 #include "engram/base/error.h"
 #include "engram/base/file.h"
+#include "engram/base/module_status.h"
 #include "engram/base/resource.h"
 #include "engram/hash/addressing.h"
 #include "engram/hash/ngram_hash.h"
@@ -249,7 +250,7 @@ class Fitter {
     base::LineProblems problems(o_.entries_path);
     auto add = [&](size_t line, std::string what) { problems.Add(line, std::move(what)); };
     auto piece = [&](uint32_t id) { return Quote(s_.tok->Decode(std::vector<uint32_t>{id})); };
-    for (const FitEntry& en : o_.entries) {
+    for (const table::FitEntry& en : o_.entries) {
       Seq q;
       std::vector<uint32_t> tid;
       if (en.text) {
@@ -344,7 +345,7 @@ class Fitter {
     std::vector<std::vector<std::vector<uint64_t>>> seq_rows(B);  // [b][k][t * per + c]
     for (size_t b = 0; b < B; ++b) {
       const Seq& q = seqs_[b];
-      const FitEntry& en = o_.entries[b];  // Tokenize threw unless every entry became a Seq
+      const table::FitEntry& en = o_.entries[b];  // Tokenize threw unless every entry became a Seq
       FitEntryReport rep;
       rep.line = en.line;
       rep.text = en.text;
@@ -662,10 +663,9 @@ FitResult FitImpl(const FitOptions& o, base::Reporter& rep) { return Fitter(o, r
 
 }  // namespace engram::model
 
-extern "C" int engram_model_fit_v1(const engram::model::FitOptions* opts,
+extern "C" int engram_model_fit_v2(const engram::model::FitOptions* opts,
                                    engram::base::Reporter* reporter,
-                                   engram::model::FitResult* result, std::string* error,
-                                   int* error_code) {
-  return engram::model::CatchForCaller([&] { *result = engram::model::FitImpl(*opts, *reporter); },
-                                       error, error_code);
+                                   engram::model::FitResult* result, std::string* error) {
+  return engram::base::CatchAsStatus("the model module", error,
+                                     [&] { *result = engram::model::FitImpl(*opts, *reporter); });
 }

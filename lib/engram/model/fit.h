@@ -10,21 +10,14 @@
 
 #include "engram/base/reporter.h"
 #include "engram/model/run.h"
+#include "engram/table/entries.h"
 
 namespace engram::model {
-
-// One line of the entries file: a fact (the model should continue `prompt` with `target`) or a
-// text (text = true, in `target`: the model should find it likely).
-struct FitEntry {
-  size_t line = 0;
-  std::string prompt, target;
-  bool text = false;
-};
 
 struct FitOptions {
   RunOptions run;            // config_path, model_dir, table_path, threads are read
   std::string entries_path;  // for messages (FILE:LINE)
-  std::vector<FitEntry> entries;
+  std::vector<table::FitEntry> entries;
   std::string positions = "last";  // last: rows read where a target token is predicted; all: and
                                    // every prompt position
   int steps = 600;                 // optimiser steps per round
@@ -95,18 +88,10 @@ struct FitResult {
   double shrink_factor = 1;      // --shrink: mean factor left on the trainable rows' change
 };
 
-// An entries file read for append: the entries to fit and the lines that carry values. Throws
-// kInvalidArgument listing every bad line (FILE:LINE: problem): a fit entry with a value, a
-// prompt without a target, empty strings, unknown keys, a file mixing both kinds.
-struct EntriesToFit {
-  std::vector<FitEntry> fit;
-  size_t value_entries = 0;  // entries with "value"/"value_ref" (for table::Append)
-};
-EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested);
-
+// Returns a status (base/module_status.h): call it through base::CallModule.
 using FitFn = int (*)(const FitOptions* opts, base::Reporter* reporter, FitResult* result,
-                      std::string* error, int* error_code);
-inline constexpr const char* kFitSymbol = "engram_model_fit_v1";
+                      std::string* error);
+inline constexpr const char* kFitSymbol = "engram_model_fit_v2";
 
 // Loads libengram_model.so as LoadModelPlugin does and returns its fit entry point.
 FitFn LoadFitPlugin();

@@ -59,10 +59,11 @@ struct RunResult {
   uint64_t table_mapped_bytes = 0, table_resident_bytes = 0, device_bytes = 0, staging_bytes = 0;
 };
 
-// The plugin's entry point (C linkage so dlsym finds it; one version per ABI).
+// The plugin's entry point (C linkage so dlsym finds it; one version per ABI). Returns a status
+// (base/module_status.h): call it through base::CallModule.
 using RunFn = int (*)(const RunOptions* opts, base::Reporter* reporter, RunResult* result,
-                      std::string* error, int* error_code);
-inline constexpr const char* kRunSymbol = "engram_model_run_v1";
+                      std::string* error);
+inline constexpr const char* kRunSymbol = "engram_model_run_v2";
 
 // Loads libengram_model.so (ENGRAM_MODEL_PLUGIN, then next to the executable, then the library
 // path) and returns its entry point. Throws kInvalidArgument when the build has no model module.

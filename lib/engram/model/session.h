@@ -88,9 +88,10 @@ class Session {
 // The plugin's session entry point. Of RunOptions it reads config_path, model_dir, table_path,
 // threads, device, dtype, kv_cache_dtype and max_batch (prompts and sampling come per request).
 // Logs the same [engram] load lines as run. On success *out owns the session (delete it).
+// Returns a status (base/module_status.h): call it through base::CallModule.
 using OpenSessionFn = int (*)(const RunOptions* opts, base::Reporter* reporter, Session** out,
-                              std::string* error, int* error_code);
-inline constexpr const char* kSessionSymbol = "engram_model_session_v1";
+                              std::string* error);
+inline constexpr const char* kSessionSymbol = "engram_model_session_v2";
 
 // Loads libengram_model.so as LoadModelPlugin does and returns its session entry point.
 OpenSessionFn LoadSessionPlugin();

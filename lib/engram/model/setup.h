@@ -37,28 +37,16 @@ struct Setup {
   }
 };
 
+// Throws kInvalidArgument listing every way the table at `path` does not fit the model (order,
+// heads, row width, addressing, buckets, layers, tokenizer fingerprint).
+void CheckTableAgainstModel(const format::Layout& l, const ModelConfig& mc, uint64_t tok_fp,
+                            const std::string& path);
+
 // Config, model directory, tokenizer and table checks, and the first four [engram] load lines.
 void LoadSetup(const RunOptions& o, base::Reporter& rep, Setup& s, RunResult& res);
 
 // "[engram] table loaded in 12.4s, gpu footprint: 0.0 GB" (seconds with a decimal point, as the
 // deployment notes show it).
 std::string TableLoadedLine(double seconds, uint64_t device_bytes);
-
-// The plugin's C entry points: runs body(), turning an engram::Error into (*error, *error_code)
-// and any other exception into an internal error. Returns 0 on success, 1 on failure.
-template <class Body>
-int CatchForCaller(Body&& body, std::string* error, int* error_code) noexcept {
-  try {
-    body();
-    return 0;
-  } catch (const Error& e) {
-    *error = e.what();
-    *error_code = static_cast<int>(e.code());
-  } catch (const std::exception& e) {
-    *error = std::string("internal error in the model module: ") + e.what();
-    *error_code = static_cast<int>(Code::kInternal);
-  }
-  return 1;
-}
 
 }  // namespace engram::model

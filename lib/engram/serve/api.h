@@ -21,7 +21,8 @@ struct HttpServer;
 // RemoteChat over HTTP (client.cc).
 RemoteReply HttpRemoteChat(const RemoteOptions& o);
 
-// Each call returns 0, or 1 + an engram::Code (kIo is 0) with *error set.
+// Each call that can fail returns a status (base/module_status.h): 0, or 1 + an engram::Code
+// with *error set; engramctl calls them through base::CallModule.
 struct ServeApi {
   int (*create)(const ServeOptions* opts, base::Reporter* rep, HttpServer** out,
                 std::string* error);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "engram/base/error.h"
+#include "engram/base/module_status.h"
 #include "engram/model/plugin.h"
 #include "engram/serve/api.h"
 
@@ -30,11 +31,6 @@ const ServeApi& Api() {
   return *api;
 }
 
-// 0, or 1 + the Code of the error the module caught.
-void Check(int status, const std::string& error) {
-  if (status != 0) throw Error(static_cast<Code>(status - 1), error);
-}
-
 }  // namespace
 
 struct Server::Impl {
@@ -44,8 +40,7 @@ struct Server::Impl {
 
 Server::Server(ServeOptions opts, base::Reporter& rep) : impl_(std::make_unique<Impl>()) {
   impl_->api = &Api();
-  std::string error;
-  Check(impl_->api->create(&opts, &rep, &impl_->s, &error), error);
+  base::CallModule(impl_->api->create, &opts, &rep, &impl_->s);
 }
 
 Server::~Server() {
@@ -54,8 +49,7 @@ Server::~Server() {
 
 int Server::Start() {
   int port = -1;
-  std::string error;
-  Check(impl_->api->start(impl_->s, &port, &error), error);
+  base::CallModule(impl_->api->start, impl_->s, &port);
   return port;
 }
 
@@ -67,8 +61,7 @@ void Server::Shutdown() { impl_->api->shutdown(impl_->s); }
 
 RemoteReply RemoteChat(const RemoteOptions& o) {
   RemoteReply r;
-  std::string error;
-  Check(Api().remote_chat(&o, &r, &error), error);
+  base::CallModule(Api().remote_chat, &o, &r);
   return r;
 }
 

@@ -24,6 +24,7 @@
 #include "engram/format/writer_lock.h"
 #include "engram/hash/checksum.h"
 #include "engram/hash/ngram_hash.h"
+#include "engram/table/entries.h"
 #include "engram/tokenizer/tokenizer.h"
 
 namespace engram::table {
@@ -186,178 +187,165 @@ std::vector<Entry> ParseJsonl(const AppendOptions& o, const format::Layout& l,
   // an n-gram of max_order ids, a few keys. Longer lines, and lines with more values than an
   // entry can hold, are refused before any of them is held or parsed (memory stays
   // O(max_line) however hostile the file).
-  const size_t max_items = std::max<size_t>({l.row_dim, l.spec.max_order, 16});
-  const size_t max_line = (64u << 10) + 64 * static_cast<size_t>(l.row_dim);
-  base::ForEachLine(o.entries, max_line, [&](size_t line_no, std::string_view line, bool too_long) {
-    if (too_long) {
-      pr->Add(line_no, "the line is longer than " + std::to_string(max_line) +
-                           " bytes; no valid entry is (a value holds " + std::to_string(l.row_dim) +
-                           " numbers)");
-      return;
-    }
-    if (line.find_first_not_of(" \t") == std::string_view::npos) return;
-    if (!base::IsValidUtf8(line)) {
-      pr->Add(line_no, "the line is not valid UTF-8");
-      return;
-    }
-    std::string why;
-    if (!base::JsonShapeWithin(line, max_items, 2 * max_items + 64, 16, &why)) {
-      pr->Add(line_no, "the entry holds " + why + "; no valid entry does (a value holds " +
-                           std::to_string(l.row_dim) + " numbers, an n-gram at most " +
-                           std::to_string(l.spec.max_order) + " ids)");
-      return;
-    }
-    base::Json j;
-    try {
-      j = base::Json::Parse(line, "entry", 16);
-    } catch (const Error& e) {
-      std::string m = e.what();
-      pr->Add(line_no, "not valid JSON (" + m.substr(m.find(": ") + 2) + ")");
-      return;
-    }
-    if (!j.is_object()) {
-      pr->Add(line_no, "an entry must be a JSON object");
-      return;
-    }
-    Entry en;
-    en.line = line_no;
-    bool ok = true;
-    int inputs = 0;
-    for (const auto& [k, v] : j.members()) {
-      if (k == "text" || k == "ids" || k == "canonical_ids")
-        ++inputs;
-      else if (k != "value" && k != "value_ref" && k != "layer" && k != "head" && k != "order" &&
-               k != "note") {
-        pr->Add(
-            line_no,
-            "unknown key \"" + k +
-                "\" (known: text, ids, canonical_ids, value, value_ref, layer, head, order, note)");
-        ok = false;
-      }
-    }
-    if (!ok) return;
-    if (inputs != 1) {
-      pr->Add(line_no, "give exactly one of \"text\", \"ids\", \"canonical_ids\"");
-      return;
-    }
-    if (const base::Json* t = j.Find("text")) {
-      if (!t->is_string() || t->as_string().empty()) {
-        pr->Add(line_no, "\"text\" must be a non-empty string");
-        return;
-      }
-      if (!tok) {
-        pr->Add(line_no,
-                "\"text\" entries need the table's tokenizer: give --tokenizer tokenizer.json");
-        return;
-      }
-      for (uint32_t id : tok->Encode(t->as_string())) {
-        en.ids.push_back(id);
-        uint32_t c;
-        if (!l.Canonical(id, &c)) {
-          pr->Add(line_no, "token id " + std::to_string(id) + " is outside the table's vocabulary");
-          ok = false;
-          break;
+  EntryLimits limits;
+  limits.max_items = std::max<size_t>({l.row_dim, l.spec.max_order, 16});
+  limits.max_total_items = 2 * limits.max_items + 64;
+  limits.max_line_bytes = (64u << 10) + 64 * static_cast<size_t>(l.row_dim);
+  auto on_problem = [&](size_t line_no, EntryProblem kind, std::string what) {
+    if (kind == EntryProblem::kTooLong)
+      what += "; no valid entry is (a value holds " + std::to_string(l.row_dim) + " numbers)";
+    if (kind == EntryProblem::kTooLarge)
+      what += "; no valid entry does (a value holds " + std::to_string(l.row_dim) +
+              " numbers, an n-gram at most " + std::to_string(l.spec.max_order) + " ids)";
+    pr->Add(line_no, what);
+  };
+  ForEachEntry(
+      o.entries, limits,
+      [&](size_t line_no, const base::Json& j) {
+        Entry en;
+        en.line = line_no;
+        bool ok = true;
+        int inputs = 0;
+        for (const auto& [k, v] : j.members()) {
+          if (k == "text" || k == "ids" || k == "canonical_ids")
+            ++inputs;
+          else if (k != "value" && k != "value_ref" && k != "layer" && k != "head" &&
+                   k != "order" && k != "note") {
+            pr->Add(line_no, "unknown key \"" + k +
+                                 "\" (known: text, ids, canonical_ids, value, value_ref, layer, "
+                                 "head, order, note)");
+            ok = false;
+          }
         }
-        en.canon.push_back(c);
-      }
-    } else {
-      bool canonical = j.Find("canonical_ids") != nullptr;
-      const base::Json* a = canonical ? j.Find("canonical_ids") : j.Find("ids");
-      if (!a->is_array()) {
-        pr->Add(line_no, "\"ids\" must be an array of integers");
-        return;
-      }
-      for (const auto& x : a->items()) {
-        auto v = x.as_uint64();
-        uint32_t c = 0;
-        if (!v || *v > UINT32_MAX) {
-          pr->Add(line_no, "ids must be non-negative integers");
-          ok = false;
-          break;
+        if (!ok) return;
+        if (inputs != 1) {
+          pr->Add(line_no, "give exactly one of \"text\", \"ids\", \"canonical_ids\"");
+          return;
         }
-        c = static_cast<uint32_t>(*v);
-        if (!canonical) en.ids.push_back(c);
-        bool in = canonical ? c < l.spec.canonical_vocab : l.Canonical(c, &c);
-        if (!in) {
-          pr->Add(line_no, (canonical ? "canonical id " : "token id ") + std::to_string(*v) +
-                               " is outside the table's vocabulary");
-          ok = false;
-          break;
+        if (const base::Json* t = j.Find("text")) {
+          if (!t->is_string() || t->as_string().empty()) {
+            pr->Add(line_no, "\"text\" must be a non-empty string");
+            return;
+          }
+          if (!tok) {
+            pr->Add(line_no,
+                    "\"text\" entries need the table's tokenizer: give --tokenizer tokenizer.json");
+            return;
+          }
+          for (uint32_t id : tok->Encode(t->as_string())) {
+            en.ids.push_back(id);
+            uint32_t c;
+            if (!l.Canonical(id, &c)) {
+              pr->Add(line_no,
+                      "token id " + std::to_string(id) + " is outside the table's vocabulary");
+              ok = false;
+              break;
+            }
+            en.canon.push_back(c);
+          }
+        } else {
+          bool canonical = j.Find("canonical_ids") != nullptr;
+          const base::Json* a = canonical ? j.Find("canonical_ids") : j.Find("ids");
+          if (!a->is_array()) {
+            pr->Add(line_no, "\"ids\" must be an array of integers");
+            return;
+          }
+          for (const auto& x : a->items()) {
+            auto v = x.as_uint64();
+            uint32_t c = 0;
+            if (!v || *v > UINT32_MAX) {
+              pr->Add(line_no, "ids must be non-negative integers");
+              ok = false;
+              break;
+            }
+            c = static_cast<uint32_t>(*v);
+            if (!canonical) en.ids.push_back(c);
+            bool in = canonical ? c < l.spec.canonical_vocab : l.Canonical(c, &c);
+            if (!in) {
+              pr->Add(line_no, (canonical ? "canonical id " : "token id ") + std::to_string(*v) +
+                                   " is outside the table's vocabulary");
+              ok = false;
+              break;
+            }
+            en.canon.push_back(c);
+          }
         }
-        en.canon.push_back(c);
-      }
-    }
-    if (!ok) return;
-    if (const base::Json* ord = j.Find("order")) {
-      auto v = ord->as_uint64();
-      if (!v || *v != en.canon.size()) {
-        pr->Add(line_no, "\"order\" = " + (v ? std::to_string(*v) : std::string("?")) +
-                             " but the n-gram has " + std::to_string(en.canon.size()) + " tokens");
-        return;
-      }
-    }
-    for (const char* key : {"layer", "head"}) {
-      const base::Json* x = j.Find(key);
-      if (!x || (x->is_string() && x->as_string() == "all")) continue;
-      auto v = x->as_int64();
-      if (!v || *v < 0) {
-        pr->Add(line_no, std::string("\"") + key + "\" must be a non-negative integer or \"all\"");
-        ok = false;
-        continue;
-      }
-      (std::string(key) == "layer" ? en.layer_id : en.head) = *v;
-    }
-    if (!ok) return;
-    const base::Json* val = j.Find("value");
-    const base::Json* ref = j.Find("value_ref");
-    if ((val != nullptr) == (ref != nullptr)) {
-      pr->Add(line_no, "give exactly one of \"value\" (an array of " + std::to_string(l.row_dim) +
-                           " numbers) and \"value_ref\" ({\"file\", \"tensor\", \"row\"})");
-      return;
-    }
-    if (val) {
-      if (!val->is_array()) {
-        pr->Add(line_no, "\"value\" must be an array of numbers");
-        return;
-      }
-      for (const auto& x : val->items()) {
-        if (!x.is_number() || !std::isfinite(x.as_double())) {
-          pr->Add(line_no, "\"value\" holds a non-number or a non-finite number");
-          ok = false;
-          break;
+        if (!ok) return;
+        if (const base::Json* ord = j.Find("order")) {
+          auto v = ord->as_uint64();
+          if (!v || *v != en.canon.size()) {
+            pr->Add(line_no, "\"order\" = " + (v ? std::to_string(*v) : std::string("?")) +
+                                 " but the n-gram has " + std::to_string(en.canon.size()) +
+                                 " tokens");
+            return;
+          }
         }
-        en.value.push_back(static_cast<float>(x.as_double()));
-      }
-    } else {
-      const base::Json* file = ref->Find("file");
-      const base::Json* tensor = ref->Find("tensor");
-      const base::Json* row = ref->Find("row");
-      if (!file || !file->is_string() || !tensor || !tensor->is_string() || !row ||
-          !row->as_uint64()) {
-        pr->Add(line_no,
+        for (const char* key : {"layer", "head"}) {
+          const base::Json* x = j.Find(key);
+          if (!x || (x->is_string() && x->as_string() == "all")) continue;
+          auto v = x->as_int64();
+          if (!v || *v < 0) {
+            pr->Add(line_no,
+                    std::string("\"") + key + "\" must be a non-negative integer or \"all\"");
+            ok = false;
+            continue;
+          }
+          (std::string(key) == "layer" ? en.layer_id : en.head) = *v;
+        }
+        if (!ok) return;
+        const base::Json* val = j.Find("value");
+        const base::Json* ref = j.Find("value_ref");
+        if ((val != nullptr) == (ref != nullptr)) {
+          pr->Add(line_no, "give exactly one of \"value\" (an array of " +
+                               std::to_string(l.row_dim) +
+                               " numbers) and \"value_ref\" ({\"file\", \"tensor\", \"row\"})");
+          return;
+        }
+        if (val) {
+          if (!val->is_array()) {
+            pr->Add(line_no, "\"value\" must be an array of numbers");
+            return;
+          }
+          for (const auto& x : val->items()) {
+            if (!x.is_number() || !std::isfinite(x.as_double())) {
+              pr->Add(line_no, "\"value\" holds a non-number or a non-finite number");
+              ok = false;
+              break;
+            }
+            en.value.push_back(static_cast<float>(x.as_double()));
+          }
+        } else {
+          const base::Json* file = ref->Find("file");
+          const base::Json* tensor = ref->Find("tensor");
+          const base::Json* row = ref->Find("row");
+          if (!file || !file->is_string() || !tensor || !tensor->is_string() || !row ||
+              !row->as_uint64()) {
+            pr->Add(
+                line_no,
                 "\"value_ref\" needs \"file\" (string), \"tensor\" (string) and \"row\" (integer)");
-        return;
-      }
-      std::string path = file->as_string();
-      if (!path.empty() && path[0] != '/') path = base::DirName(o.entries) + "/" + path;
-      auto& sf = refs[path];
-      try {
-        if (!sf) sf = format::SafetensorsFile::Open(path);
-      } catch (const Error& e) {
-        pr->Add(line_no, std::string("value_ref: ") + e.what());
-        return;
-      }
-      const format::TensorInfo* t = sf->Find(tensor->as_string());
-      if (!t || !TensorRow(*sf, *t, *row->as_uint64(), l.row_dim, &en.value)) {
-        pr->Add(line_no, "value_ref: no F32/BF16/F16 tensor \"" + tensor->as_string() +
-                             "\" of shape [rows, " + std::to_string(l.row_dim) + "] with row " +
-                             std::to_string(*row->as_uint64()) + " in " + path);
-        return;
-      }
-    }
-    if (!ok) return;
-    out.push_back(std::move(en));
-  });
+            return;
+          }
+          std::string path = file->as_string();
+          if (!path.empty() && path[0] != '/') path = base::DirName(o.entries) + "/" + path;
+          auto& sf = refs[path];
+          try {
+            if (!sf) sf = format::SafetensorsFile::Open(path);
+          } catch (const Error& e) {
+            pr->Add(line_no, std::string("value_ref: ") + e.what());
+            return;
+          }
+          const format::TensorInfo* t = sf->Find(tensor->as_string());
+          if (!t || !TensorRow(*sf, *t, *row->as_uint64(), l.row_dim, &en.value)) {
+            pr->Add(line_no, "value_ref: no F32/BF16/F16 tensor \"" + tensor->as_string() +
+                                 "\" of shape [rows, " + std::to_string(l.row_dim) + "] with row " +
+                                 std::to_string(*row->as_uint64()) + " in " + path);
+            return;
+          }
+        }
+        if (!ok) return;
+        out.push_back(std::move(en));
+      },
+      on_problem);
   return out;
 }
 

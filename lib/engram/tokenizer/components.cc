@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "engram/base/error.h"
+#include "engram/base/text.h"
 #include "engram/tokenizer/regex.h"
 #include "engram/tokenizer/unicode.h"
 
@@ -436,7 +437,7 @@ int CharToByte(char32_t c) noexcept {
 std::string ByteLevelEncode(std::string_view bytes) {
   static const std::array<std::string, 256> kUtf8 = [] {
     std::array<std::string, 256> a;
-    for (int b = 0; b < 256; ++b) AppendUtf8(&a[b], kByteToChar[b]);
+    for (int b = 0; b < 256; ++b) base::AppendUtf8(&a[b], kByteToChar[b]);
     return a;
   }();
   std::string out;

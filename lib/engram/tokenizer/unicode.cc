@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "engram/base/error.h"
+#include "engram/base/text.h"
 
 namespace engram::tokenizer {
 
@@ -36,24 +37,6 @@ char32_t NextCodePoint(std::string_view s, size_t* i) noexcept {
   return 0xFFFD;
 }
 
-void AppendUtf8(std::string* out, char32_t cp) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 std::u32string ToU32(std::string_view s) {
   std::u32string out;
   out.reserve(s.size());
@@ -65,7 +48,7 @@ std::u32string ToU32(std::string_view s) {
 std::string FromU32(std::u32string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (char32_t c : s) AppendUtf8(&out, c);
+  for (char32_t c : s) base::AppendUtf8(&out, c);
   return out;
 }
 
@@ -175,10 +158,11 @@ std::string Lowercase(std::string_view s) {
     char32_t c = NextCodePoint(s, &i);
     if (c == 0x130) {  // the one unconditional multi-character lowercase mapping
       out.push_back('i');
-      AppendUtf8(&out, 0x307);
+      base::AppendUtf8(&out, 0x307);
       continue;
     }
-    AppendUtf8(&out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
+    base::AppendUtf8(&out,
+                     static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
   }
   return out;
 }

@@ -11,7 +11,6 @@ namespace engram::tokenizer {
 
 // Decodes one code point at s[*i] and advances *i. Assumes valid UTF-8 (see MakeValidUtf8).
 char32_t NextCodePoint(std::string_view s, size_t* i) noexcept;
-void AppendUtf8(std::string* out, char32_t cp);
 std::u32string ToU32(std::string_view s);
 std::string FromU32(std::u32string_view s);
 

@@ -1,10 +1,54 @@
-// Reading an append entries file for --fit (schemas/append_entries.md, "Entries to fit").
+// Entries files: bounded line reading, and the entries to fit.
+#include "engram/table/entries.h"
+
 #include "engram/base/error.h"
 #include "engram/base/file.h"
-#include "engram/base/json.h"
-#include "engram/model/fit.h"
 
-namespace engram::model {
+namespace engram::table {
+
+void ForEachEntry(const std::string& path, const EntryLimits& limits,
+                  const std::function<void(size_t, const base::Json&)>& on_entry,
+                  const std::function<void(size_t, EntryProblem, std::string)>& on_problem) {
+  base::ForEachLine(path, limits.max_line_bytes,
+                    [&](size_t line_no, std::string_view line, bool too_long) {
+                      if (too_long) {
+                        on_problem(line_no, EntryProblem::kTooLong,
+                                   "the line is longer than " +
+                                       std::to_string(limits.max_line_bytes) + " bytes");
+                        return;
+                      }
+                      if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
+                      if (!base::IsValidUtf8(line)) {
+                        on_problem(line_no, EntryProblem::kNotUtf8, "the line is not valid UTF-8");
+                        return;
+                      }
+                      std::string why;
+                      if (!base::JsonShapeWithin(line, limits.max_items, limits.max_total_items,
+                                                 limits.max_depth, &why)) {
+                        on_problem(line_no, EntryProblem::kTooLarge, "the entry holds " + why);
+                        return;
+                      }
+                      base::Json j;
+                      try {
+                        j = base::Json::Parse(line, "entry", limits.max_depth);
+                      } catch (const Error& e) {
+                        std::string m = e.what();
+                        on_problem(line_no, EntryProblem::kNotJson,
+                                   "not valid JSON (" + m.substr(m.find(": ") + 2) + ")");
+                        return;
+                      }
+                      if (!j.is_object()) {
+                        on_problem(line_no, EntryProblem::kNotObject,
+                                   "an entry must be a JSON object");
+                        return;
+                      }
+                      on_entry(line_no, j);
+                    });
+}
+
+bool HasValue(const base::Json& entry) {
+  return entry.Find("value") != nullptr || entry.Find("value_ref") != nullptr;
+}
 
 EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
   EntriesToFit out;
@@ -17,35 +61,27 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
   // An entry to fit is a few short strings: a longer line, or one holding arrays, is an entry
   // with a value (or a bad one), left to table::Append, which bounds it by the table's row
   // width. Nothing here builds a JSON tree of more than a few hundred values.
-  constexpr size_t kMaxLine = 1 << 20;
-  base::ForEachLine(path, kMaxLine, [&](size_t line_no, std::string_view line, bool too_long) {
-    std::string why;
-    if (too_long || !base::JsonShapeWithin(line, 64, 256, 8, &why)) {
+  EntryLimits limits;
+  limits.max_items = 64;
+  limits.max_total_items = 256;
+  limits.max_depth = 8;
+  auto on_problem = [&](size_t line_no, EntryProblem kind, std::string what) {
+    if (kind == EntryProblem::kTooLong || kind == EntryProblem::kTooLarge) {
       if (fit_requested)
-        add(line_no, too_long ? "the line is longer than 1 MiB; an entry to fit is not"
-                              : "the entry holds " + why + "; an entry to fit holds strings");
+        add(line_no, kind == EntryProblem::kTooLong
+                         ? "the line is longer than 1 MiB; an entry to fit is not"
+                         : what + "; an entry to fit holds strings");
       else
         value_lines.push_back(line_no);
       return;
     }
-    if (line.find_first_not_of(" \t") == std::string_view::npos) return;
-    base::Json j;
-    try {
-      j = base::Json::Parse(line, "entry", 16);
-    } catch (const Error& e) {
-      std::string m = e.what();
-      unreadable.emplace_back(line_no, "not valid JSON (" + m.substr(m.find(": ") + 2) + ")");
-      return;
-    }
-    if (!j.is_object()) {
-      unreadable.emplace_back(line_no, "an entry must be a JSON object");
-      return;
-    }
-    const bool has_value = j.Find("value") || j.Find("value_ref");
+    unreadable.emplace_back(line_no, std::move(what));
+  };
+  auto on_entry = [&](size_t line_no, const base::Json& j) {
     const base::Json* prompt = j.Find("prompt");
     const base::Json* target = j.Find("target");
     const base::Json* txt = j.Find("text");
-    if (has_value) {
+    if (HasValue(j)) {
       if (prompt || target)
         add(line_no,
             "an entry with \"prompt\"/\"target\" is fitted, its value computed: remove "
@@ -105,7 +141,8 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
       return;
     }
     out.fit.push_back(std::move(en));
-  });
+  };
+  ForEachEntry(path, limits, on_entry, on_problem);
   out.value_entries = value_lines.size();
   if (fit_requested || !out.fit.empty())
     for (auto& [line, what] : unreadable) add(line, std::move(what));
@@ -122,4 +159,4 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
   return out;
 }
 
-}  // namespace engram::model
+}  // namespace engram::table

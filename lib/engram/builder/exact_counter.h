@@ -1,8 +1,6 @@
-// Owner selection for build and merge (schemas/table_format.md §6):
-//   exact:  n-gram counts in a memory budget, spilled as sorted zstd runs, k-way merged; owners
-//           are exact and counts are additive, so corpus shards merge into the one-process table.
-//   sketch: one Boyer-Moore majority cell per row (O(rows) memory, no temp disk); deterministic in
-//           input order per sub-table; owner counts and loads are approximate.
+// Exact n-gram counts for owner selection (schemas/table_format.md §6): counted in a memory
+// budget, spilled as sorted zstd runs, k-way merged; owners are exact and counts additive, so
+// corpus shards merge into the one-process table.
 #pragma once
 
 #include <cstdint>
@@ -13,21 +11,12 @@
 #include <vector>
 
 #include "engram/base/reporter.h"
+#include "engram/builder/owner_assigner.h"
+#include "engram/builder/record_merge.h"
 #include "engram/builder/token_stream.h"
 #include "engram/format/layout.h"
 
 namespace engram::builder {
-
-// Where owners land: the table's TAGS and (optional) STATS sections, or a heap array of owner
-// counts when there are no STATS.
-struct OwnerArrays {
-  uint32_t* tags = nullptr;
-  uint8_t* stats = nullptr;
-  std::vector<uint32_t> own;
-};
-
-// A sorted, merged stream of (n-gram, count) records of one order.
-using RecordSink = std::function<void(const uint32_t* ids, uint64_t count)>;
 
 class ExactCounter {
  public:
@@ -56,7 +45,7 @@ class ExactCounter {
   // Writes every order's merged records to a part stream: records of order 2, a terminator
   // (count 0), records of order 3, a terminator, ... Call it once: it sorts the in-memory counters
   // in place.
-  void WriteMerged(class ZstdWriter& w);
+  void WriteMerged(ZstdWriter& w);
 
   uint64_t runs() const noexcept { return runs_.size(); }
   uint64_t spilled_bytes() const noexcept { return spilled_bytes_; }
@@ -86,62 +75,13 @@ class ExactCounter {
 
 // k-way merges the records of one order from several part streams (each positioned at that
 // order; each is left after its terminator), summing counts of equal n-grams.
-void MergePartStreams(const std::vector<class ZstdReader*>& readers, uint32_t order,
+void MergePartStreams(const std::vector<ZstdReader*>& readers, uint32_t order,
                       const RecordSink& sink);
 
 // Merges the exact records of several parts into one part body (every order 2..max_order, counts
 // of equal n-grams summed, each order ended by its zero record), as merge --partial writes it.
-void WriteMergedPartStreams(const std::vector<class ZstdReader*>& readers, uint32_t max_order,
-                            class ZstdWriter& w);
-
-// Applies a merged record stream of one order to the owner cells: rows of all (layer, head)
-// sub-tables of that order. Buffers records and assigns in parallel chunks.
-class OwnerAssigner {
- public:
-  OwnerAssigner(const format::Layout& layout, OwnerArrays* arrays, int threads);
-  void BeginOrder(uint32_t order);
-  void Add(const uint32_t* ids, uint64_t count);
-  void Flush();
-  uint64_t distinct() const noexcept { return distinct_; }
-
- private:
-  const format::Layout& l_;
-  OwnerArrays* oa_;
-  int threads_;
-  uint32_t order_ = 0;
-  size_t n_ = 0;                  // records buffered
-  std::vector<uint32_t> ids_;     // kChunk records of order_ ids
-  std::vector<uint64_t> counts_;  // kChunk
-  std::vector<uint32_t> tags_;    // kChunk, filled by Flush
-  uint64_t distinct_ = 0;
-};
-
-// Sketch mode over blocks; Finish() writes tags and STATS (owner_count = the majority vote margin,
-// load = a 16-bit linear-counting estimate; both documented as approximate).
-class SketchOwners {
- public:
-  SketchOwners(const format::Layout& layout, int threads, uint32_t shard_index = 0,
-               uint32_t shard_count = 1);
-  ~SketchOwners();
-  void AddBlock(const TokenBlock& block);
-  void Finish(OwnerArrays* arrays) const;
-  // Part streams: this shard's sub-tables' cells out; any part's cells in.
-  void WriteCells(class ZstdWriter& w) const;
-  void ReadCells(class ZstdReader& r);
-  // Sub-tables this shard owns (sketch shards split sub-tables).
-  bool Owns(size_t sub) const noexcept { return sub % shard_count_ == shard_index_; }
-
- private:
-  struct Cell {
-    uint32_t tag, vote, total;
-    uint16_t seen, pad;
-  };
-  static_assert(sizeof(Cell) == 16);
-  const format::Layout& l_;
-  int threads_;
-  uint32_t shard_index_, shard_count_;
-  std::vector<Cell> cells_;
-};
+void WriteMergedPartStreams(const std::vector<ZstdReader*>& readers, uint32_t max_order,
+                            ZstdWriter& w);
 
 // Default counting budget: a quarter of available memory, between 256 MiB and 8 GiB.
 uint64_t DefaultBuildMemory();

@@ -1,0 +1,26 @@
+// Choosing the next token from a step's logits: llama.cpp's repetition penalty, then greedy or
+// temperature / top-k / top-p sampling. Shared by run and serve. Internal to libengram_model.so.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace engram::model {
+
+struct SamplingParams {
+  double temperature = 0.8;  // <= 0: greedy (the first highest logit)
+  int top_k = 40;            // 0 = off
+  double top_p = 0.95;       // 1 = off
+};
+
+// Samples a token id from logits[0..V) (same rng state -> same token).
+uint32_t Sample(const float* logits, size_t V, const SamplingParams& p, std::mt19937_64* rng);
+
+// llama.cpp's repetition penalty: every distinct token among the last `last_n` of `ids` (-1 = all)
+// has its logit divided by `penalty` if positive, multiplied if negative.
+void ApplyRepeatPenalty(const std::vector<uint32_t>& ids, double penalty, int last_n,
+                        std::vector<float>* logits);
+
+}  // namespace engram::model

@@ -1,0 +1,185 @@
+// The scheduler thread: batches of queued jobs through the session, per-request log lines, and
+// the counters.
+#include "engram/serve/scheduler.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace engram::serve {
+
+using base::LogLevel;
+
+double HitRate(uint64_t hits, uint64_t lookups) {
+  return lookups ? static_cast<double>(hits) / static_cast<double>(lookups) : 0.0;
+}
+
+void Scheduler::SetSession(std::unique_ptr<model::Session> session) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    max_batch_ = std::max(1, session->info().max_batch);
+    session_ = std::move(session);
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+bool Scheduler::Submit(const std::shared_ptr<Job>& job, std::string* why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (draining_) {
+    *why = "the server is shutting down";
+    return false;
+  }
+  if (!session_) {
+    *why = "Loading model";
+    return false;
+  }
+  const size_t cap = queue_capacity_ ? queue_capacity_ : 4 * static_cast<size_t>(max_batch_);
+  if (queue_.size() >= cap) {
+    ++counters_.rejected;
+    *why = "the request queue is full (" + std::to_string(cap) + " waiting); retry shortly";
+    return false;
+  }
+  job->id = ++next_id_;
+  queue_.push_back(job);
+  cv_.notify_all();
+  return true;
+}
+
+void Scheduler::CountUnauthorized() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counters_.unauthorized;
+}
+
+void Scheduler::Drain() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopped_) return;
+    draining_ = true;
+    cv_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
+    stopped_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+ServeSnapshot Scheduler::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ServeSnapshot s;
+  s.counters = counters_;
+  s.queued = queue_.size();
+  s.running = running_;
+  s.session = session_.get();
+  if (session_) s.table = session_->table_state();
+  return s;
+}
+
+const model::Session* Scheduler::session() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return session_.get();
+}
+
+void Scheduler::LogRequest(const Job& job) {
+  const auto& r = job.result;
+  const std::string head = "[engram] request " + std::to_string(job.id) + ": ";
+  if (r.finish_reason == "error") {
+    rep_.Log(LogLevel::kWarning, head + "failed: " + r.error);
+    return;
+  }
+  if (r.finish_reason == "cancelled")
+    rep_.Log(LogLevel::kInfo, head + "cancelled: the client went away after " +
+                                  std::to_string(r.completion_tokens) +
+                                  " generated token(s); its generation stopped");
+  const model::SessionInfo& info = session_->info();
+  if (!info.engram) return;
+  if (r.bypass)
+    rep_.Log(LogLevel::kInfo, head + "engram bypass: the prompt has " +
+                                  std::to_string(r.prompt_tokens) +
+                                  " token(s), fewer than the n-gram order " +
+                                  std::to_string(info.ngram_order) +
+                                  ", so its first positions have no full n-gram (normal, not an "
+                                  "error)");
+  const uint64_t l = r.prompt_lookups + r.gen_lookups, h = r.prompt_hits + r.gen_hits;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "engram_hit_rate: %.2f (prompt %.2f, generated %.2f; %llu hits / %llu lookups), "
+                "engram lookup miss: %llu (table generation %llu)",
+                HitRate(h, l), HitRate(r.prompt_hits, r.prompt_lookups),
+                HitRate(r.gen_hits, r.gen_lookups), static_cast<unsigned long long>(h),
+                static_cast<unsigned long long>(l), static_cast<unsigned long long>(l - h),
+                static_cast<unsigned long long>(r.table.generation));
+  rep_.Log(LogLevel::kInfo, head + line);
+  // A rate far below what the table scores on its own corpus is explained, once.
+  if (info.low_hit_rate_note && !low_rate_explained_) {
+    std::string note = info.low_hit_rate_note(HitRate(h, l), l);
+    if (!note.empty()) {
+      low_rate_explained_ = true;
+      rep_.Log(LogLevel::kWarning, head + note + " (said once)");
+    }
+  }
+}
+
+void Scheduler::Loop() {
+  for (;;) {
+    std::vector<std::shared_ptr<Job>> batch;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopped_ || !queue_.empty(); });
+      if (stopped_ && queue_.empty()) return;
+      while (!queue_.empty() && batch.size() < static_cast<size_t>(max_batch_)) {
+        if (!queue_.front()->cancelled) batch.push_back(queue_.front());
+        queue_.pop_front();
+      }
+      running_ += batch.size();
+    }
+    if (batch.empty()) continue;
+    std::vector<model::GenerateRequest*> reqs;
+    for (auto& j : batch) reqs.push_back(&j->req);
+    std::vector<model::GenerateResult> results;
+    session_->GenerateBatch(reqs, &results);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Job& job = *batch[i];
+      {
+        std::lock_guard<std::mutex> lock(job.mu);
+        job.result = std::move(results[i]);
+      }
+      LogRequest(job);
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - job.start).count();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ServeCounters& c = counters_;
+        const auto& r = job.result;
+        ++c.requests;
+        c.failed += r.finish_reason == "error";
+        c.cancelled += r.finish_reason == "cancelled";
+        c.prompt_tokens += r.prompt_tokens;
+        c.completion_tokens += r.completion_tokens;
+        c.lookups += r.prompt_lookups + r.gen_lookups;
+        c.hits += r.prompt_hits + r.gen_hits;
+        c.bypasses += r.bypass;
+        size_t k = 0;
+        while (k < std::size(kLatencyBuckets) && secs > kLatencyBuckets[k]) ++k;
+        ++c.latency_counts[k];
+        c.latency_sum += secs;
+        if (r.finish_reason != "error" && r.prompt_lookups + r.gen_lookups > 0) {
+          c.recent.emplace_back(
+              job.id, HitRate(r.prompt_hits + r.gen_hits, r.prompt_lookups + r.gen_lookups));
+          if (c.recent.size() > 60) c.recent.pop_front();
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(job.mu);
+        job.finished = true;
+      }
+      job.cv.notify_all();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ -= batch.size();
+      ++counters_.batches;
+      counters_.batched_requests += batch.size();
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace engram::serve

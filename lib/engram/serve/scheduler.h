@@ -1,0 +1,106 @@
+// serve's generation queue: requests wait in a bounded queue, one scheduler thread takes up to
+// max_batch of them at a time into model::Session::GenerateBatch, records their outcome in the
+// counters the status page and /metrics show, and wakes each waiting handler. Internal to
+// libengram_serve.so.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engram/base/reporter.h"
+#include "engram/model/session.h"
+
+namespace engram::serve {
+
+// One queued or running generation request. The handler that made it waits on cv for
+// `finished` (or, streaming, for `pieces`); the scheduler thread fills `result`.
+struct Job {
+  uint64_t id = 0;
+  bool chat = false, stream = false, include_usage = false;
+  model::GenerateRequest req;
+  model::GenerateResult result;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::string> pieces;  // streamed text not yet written
+  bool finished = false;
+  std::atomic<bool> cancelled{false};
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+};
+
+// Upper bounds (seconds) of the request latency histogram.
+inline constexpr double kLatencyBuckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+
+// What the server has answered so far.
+struct ServeCounters {
+  uint64_t requests = 0, failed = 0, rejected = 0, unauthorized = 0, cancelled = 0;
+  uint64_t prompt_tokens = 0, completion_tokens = 0, lookups = 0, hits = 0, bypasses = 0;
+  uint64_t batches = 0, batched_requests = 0;
+  uint64_t latency_counts[std::size(kLatencyBuckets) + 1] = {};
+  double latency_sum = 0;
+  std::deque<std::pair<uint64_t, double>> recent;  // (request id, hit rate), newest last
+};
+
+// A consistent view of the scheduler for /metrics and the status page.
+struct ServeSnapshot {
+  ServeCounters counters;
+  size_t queued = 0, running = 0;
+  const model::Session* session = nullptr;  // null while loading; lives as long as the Scheduler
+  model::TableState table;
+};
+
+// hits / lookups, 0 without lookups.
+double HitRate(uint64_t hits, uint64_t lookups);
+
+// Thread-safe.
+class Scheduler {
+ public:
+  // queue_capacity: requests that may wait beyond those generating (0 = 4 x max_batch). The
+  // reporter must outlive the scheduler.
+  Scheduler(size_t queue_capacity, base::Reporter& rep) : queue_capacity_(queue_capacity), rep_(rep) {}
+  ~Scheduler() { Drain(); }
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Hands over the loaded session and starts the scheduler thread.
+  void SetSession(std::unique_ptr<model::Session> session);
+  // Queues a job (setting its id). False, with the reason, while loading, once draining, or when
+  // the queue is full.
+  bool Submit(const std::shared_ptr<Job>& job, std::string* why);
+  // A request refused with 401 (counted for /metrics).
+  void CountUnauthorized();
+  // Refuses new jobs, waits for the queued and running ones to finish, stops the thread.
+  // Idempotent.
+  void Drain();
+  ServeSnapshot Snapshot() const;
+  // The session once loaded (null before); it lives as long as the Scheduler.
+  const model::Session* session() const;
+
+ private:
+  void Loop();
+  void LogRequest(const Job& job);
+
+  const size_t queue_capacity_;
+  base::Reporter& rep_;
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::unique_ptr<model::Session> session_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  size_t running_ = 0;  // jobs taken by the scheduler thread and not yet finished
+  int max_batch_ = 1;
+  bool draining_ = false, stopped_ = false;
+  uint64_t next_id_ = 0;
+  ServeCounters counters_;
+  bool low_rate_explained_ = false;  // the scheduler thread's: a low hit rate is explained once
+  std::thread thread_;
+};
+
+}  // namespace engram::serve
