@@ -39,12 +39,9 @@ void RunRemote(const engram::model::RunOptions& o, const std::string& url_flag,
   ro.timeout_s = cfg.api.timeout;
   if (!cfg.api.api_key_env.empty()) {
     ro.key_origin = "$" + cfg.api.api_key_env + " (named by " + cfg.Where("api.api_key_env") + ")";
-    ro.api_key = engram::config::ApiKey(cfg);
-    ENGRAM_CHECK(ro.api_key && !ro.api_key->empty(), engram::Code::kConfig,
-                 cfg.Where("api.api_key_env")
-                     << " names $" << cfg.api.api_key_env << ", which is not set; export "
-                     << cfg.api.api_key_env
-                     << "=<key> (the exported name must match) — nothing was sent");
+    ro.api_key = engram::config::ResolveApiKey(cfg,
+                                               "or drop api_key_env for a server without a "
+                                               "key; nothing was sent");
   } else {
     ro.key_origin = "[api] api_key_env is not set in the config";
   }
@@ -92,11 +89,7 @@ void AddRunCommand(CLI::App& app) {
   s->add_option("-p,--prompt", f->prompt, "Prompt text (llama.cpp's flag)");
   s->add_option("-f,--file", f->file,
                 "Read prompts from FILE, one per line (batched up to [inference] max_batch_size)");
-  s->add_option("--config", f->o.config_path,
-                "config.toml ([model], [moe], [engram], [engram.table], [inference])");
-  s->add_option("-m,--model", f->o.model_dir, "Model directory (overrides [model] path)");
-  s->add_option("--table", f->o.table_path,
-                "Engram table (overrides [engram.table] path and ENGRAM_TABLE_PATH)");
+  AddModelFlags(s, &f->o);
   s->add_option("-n,--n-predict", f->o.n_predict,
                 "Tokens to generate; -1 = until end of text or the context limit")
       ->capture_default_str()
@@ -121,14 +114,6 @@ void AddRunCommand(CLI::App& app) {
   s->add_option("--top-p", f->o.top_p, "Top-p (nucleus) sampling (1 = off)")->capture_default_str();
   s->add_option("-s,--seed", f->o.seed, "Sampling seed: the same seed gives the same output")
       ->capture_default_str();
-  s->add_option("-t,--threads", f->o.threads, "Threads (default: all cores)");
-  s->add_option("--device", f->o.device, "cpu | cuda:N (default: [model] device)");
-  s->add_option("--dtype", f->o.dtype,
-                "Compute dtype: float32 | bfloat16 (default: [model] dtype)");
-  s->add_option("--kv-cache-dtype", f->o.kv_cache_dtype,
-                "auto | f32 | bf16 | fp8 (default: [inference] kv_cache_dtype)");
-  s->add_option("--batch", f->o.max_batch,
-                "Prompts per batch (default: [inference] max_batch_size)");
   s->add_flag("--no-engram", f->o.no_engram, "Ablation: run without any Engram branch");
   s->add_flag("--perplexity", f->o.perplexity,
               "Score the prompts (teacher forcing) and print perplexity instead");

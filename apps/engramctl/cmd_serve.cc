@@ -21,29 +21,20 @@ void AddServeCommand(CLI::App& app) {
   struct Flags {
     engram::model::RunOptions run;
     engram::serve::ServeOptions serve;
-    bool require_key = false;
+    bool no_auth = false;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* s = app.add_subcommand(
       "serve", "Serve the local MoE+Engram model over an OpenAI-compatible HTTP API");
-  s->add_option("--config", f->run.config_path,
-                "config.toml ([model], [engram], [engram.table], [inference], [api])");
-  s->add_option("-m,--model", f->run.model_dir, "Model directory (overrides [model] path)");
-  s->add_option("--table", f->run.table_path,
-                "Engram table (overrides [engram.table] path and ENGRAM_TABLE_PATH)");
+  AddModelFlags(s, &f->run);
   s->add_option("--host", f->serve.host, "Address to listen on")->capture_default_str();
   s->add_option("--port", f->serve.port, "Port to listen on (0 = any free port)")
       ->capture_default_str();
-  s->add_option("-t,--threads", f->run.threads, "Compute threads (default: all cores)");
-  s->add_option("--device", f->run.device, "cpu (default: [model] device)");
-  s->add_option("--dtype", f->run.dtype, "float32 | bfloat16 (default: [model] dtype)");
-  s->add_option("--batch", f->run.max_batch,
-                "Requests generated together (default: [inference] max_batch_size)");
   s->add_option("--queue", f->serve.queue_capacity,
                 "Requests that may wait for a batch slot before 503 (default: 4 x batch)");
-  s->add_flag("--require-key", f->require_key,
-              "Refuse to start when [api] api_key_env names an unset variable (default: warn "
-              "and serve without authentication)");
+  s->add_flag("--no-auth", f->no_auth,
+              "Serve without authentication even though [api] api_key_env names a key variable "
+              "(by default the server requires that key, and refuses to start without it)");
   s->callback([f] {
     StderrReporter rep;
     auto& so = f->serve;
@@ -52,25 +43,16 @@ void AddServeCommand(CLI::App& app) {
       // Read here only for [api]; the session loads it again and reports its notes.
       engram::config::Config cfg = engram::config::Load(f->run.config_path);
       so.api_key_env = cfg.api.api_key_env;
-      if (!cfg.api.api_key_env.empty()) {
-        so.api_key = engram::config::ApiKey(cfg);
-        if (!so.api_key || so.api_key->empty()) {
-          so.api_key.reset();
-          const std::string what = cfg.Where("api.api_key_env") + " names $" + cfg.api.api_key_env +
-                                   ", which is not set";
-          ENGRAM_CHECK(!f->require_key, engram::Code::kConfig,
-                       what << "; export " << cfg.api.api_key_env
-                            << " with the key clients will send, or start without --require-key");
+      if (f->no_auth) {
+        if (!cfg.api.api_key_env.empty())
           rep.Log(engram::base::LogLevel::kWarning,
-                  "[serve] " + what +
-                      ": serving WITHOUT authentication; export it to require "
-                      "'Authorization: Bearer <key>'");
-        }
+                  "[serve] --no-auth: serving WITHOUT authentication although " +
+                      cfg.Where("api.api_key_env") + " names $" + cfg.api.api_key_env);
+      } else {
+        so.api_key = engram::config::ResolveApiKey(
+            cfg, "or start serve with --no-auth to serve without authentication");
       }
     }
-    ENGRAM_CHECK(!f->require_key || so.api_key, engram::Code::kConfig,
-                 "--require-key needs [api] api_key_env in the config, naming the variable that "
-                 "holds the key");
     // SIGTERM/SIGINT are taken by sigwait below: block them before any thread starts so that
     // every thread inherits the mask and none is interrupted.
     sigset_t sigs;

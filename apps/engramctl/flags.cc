@@ -1,4 +1,4 @@
-// Layout flags.
+// Layout and model flags.
 #include "flags.h"
 
 #include <CLI/CLI.hpp>
@@ -76,6 +76,21 @@ void ApplyLayoutFlags(const LayoutFlags& f, engram::format::LayoutRequest* r) {
                  "--dtype " << f.dtype << ": use f32, bf16, f16 or fp8-e4m3");
     r->dtype = *dt;
   }
+}
+
+void AddModelFlags(CLI::App* s, engram::model::RunOptions* o) {
+  s->add_option("--config", o->config_path,
+                "config.toml ([model], [moe], [engram], [engram.table], [inference], [api])");
+  s->add_option("-m,--model", o->model_dir, "Model directory (overrides [model] path)");
+  s->add_option("--table", o->table_path,
+                "Engram table (overrides [engram.table] path and ENGRAM_TABLE_PATH)");
+  s->add_option("-t,--threads", o->threads, "Compute threads (default: all cores)");
+  s->add_option("--device", o->device, "cpu | cuda:N (default: [model] device)");
+  s->add_option("--dtype", o->dtype, "Compute dtype: float32 | bfloat16 (default: [model] dtype)");
+  s->add_option("--kv-cache-dtype", o->kv_cache_dtype,
+                "auto | f32 | bf16 | fp8 (default: [inference] kv_cache_dtype)");
+  s->add_option("--batch", o->max_batch,
+                "Requests generated together (default: [inference] max_batch_size)");
 }
 
 }  // namespace engramctl

@@ -1,5 +1,5 @@
 // Flag groups several commands share, bound straight into the library's option structs: the
-// layout flags (build, lookup, tokenize).
+// layout flags (build, lookup, tokenize) and the model flags (run, serve).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engram/format/resolve.h"
+#include "engram/model/run.h"
 
 namespace CLI {
 class App;
@@ -29,5 +30,9 @@ void AddLayoutFlags(CLI::App* app, LayoutFlags* f);
 void ApplyLayoutFlags(const LayoutFlags& f, engram::format::LayoutRequest* r);
 // Comma-separated unsigned integers ("1,15").
 std::vector<uint64_t> ParseUintList(const std::string& s, const char* flag);
+
+// The flags run and serve share, bound into RunOptions: --config, -m/--model, --table,
+// -t/--threads, --device, --dtype, --kv-cache-dtype, --batch.
+void AddModelFlags(CLI::App* app, engram::model::RunOptions* o);
 
 }  // namespace engramctl

@@ -468,9 +468,16 @@ const std::vector<std::string>& KnownKeys() {
   return keys;
 }
 
-std::optional<std::string> ApiKey(const Config& c, const EnvLookup& env) {
+std::optional<std::string> ResolveApiKey(const Config& c, const std::string& fix,
+                                         const EnvLookup& env) {
   if (c.api.api_key_env.empty()) return std::nullopt;
-  return env(c.api.api_key_env);
+  std::optional<std::string> key = env(c.api.api_key_env);
+  ENGRAM_CHECK(key && !key->empty(), Code::kConfig,
+               c.Where("api.api_key_env")
+                   << " names $" << c.api.api_key_env << ", which is "
+                   << (key ? "empty" : "not set") << "; export " << c.api.api_key_env
+                   << "=<key> (the exported name must match)" << (fix.empty() ? "" : ", ") << fix);
+  return key;
 }
 
 std::string MaskSecret(const std::string& secret) {

@@ -115,8 +115,13 @@ std::string ToToml(const Config& c);
 // Every key this program knows, "section.key", in file order (for docs tests and suggestions).
 const std::vector<std::string>& KnownKeys();
 
-// The API key named by api.api_key_env, or nullopt (never logged; see MaskSecret).
-std::optional<std::string> ApiKey(const Config& c, const EnvLookup& env = ProcessEnv());
+// The API key that [api] api_key_env names, read from that environment variable only (a key is
+// never read from the file, never logged; see MaskSecret). nullopt when the config names no
+// variable. Throws kConfig, naming the variable and the config line, when it names one that is
+// unset or empty: "FILE:LINE: api.api_key_env names $VAR, which is not set (or is empty); export
+// VAR=<key> (the exported name must match)" and then `fix`, what else the user may do.
+std::optional<std::string> ResolveApiKey(const Config& c, const std::string& fix,
+                                         const EnvLookup& env = ProcessEnv());
 // "sk-a…(40 chars)": at most the first 4 characters and the length.
 std::string MaskSecret(const std::string& secret);
 

@@ -13,7 +13,7 @@ wait_ready
 printf '[api]\nbase_url = "%s"\napi_key_env = "ENGRAM_TEST_REMOTE_KEY"\ntimeout = 30\n' "$URL" >> client.toml
 rc=0; $E run --config client.toml --remote "$P" -n 8 --temp 0 > unset.txt 2> unset.log || rc=$?
 echo "unset variable: exit $rc"
-grep -o 'client.toml:[0-9]*: api.api_key_env names \$ENGRAM_TEST_REMOTE_KEY, which is not set; export ENGRAM_TEST_REMOTE_KEY=<key> (the exported name must match) — nothing was sent' unset.log
+grep -o 'client.toml:[0-9]*: api.api_key_env names \$ENGRAM_TEST_REMOTE_KEY, which is not set; export ENGRAM_TEST_REMOTE_KEY=<key> (the exported name must match), or drop api_key_env for a server without a key; nothing was sent' unset.log
 echo "requests the server saw: $(grep -c '^\[engram\] request' serve.log || true)"
 export ENGRAM_TEST_REMOTE_KEY=sk-remote-0d9e
 $E run --config client.toml --remote "$P" -n 8 --temp 0 > remote.txt 2> remote.log
