@@ -7,7 +7,8 @@ void ThrowIfFailed(int status, const std::string& error) {
   if (status == 0) return;
   const int code = status - 1;
   if (code < 0 || code > static_cast<int>(Code::kInternal))
-    throw Error(Code::kInternal, "a module returned status " + std::to_string(status) + ": " + error);
+    throw Error(Code::kInternal,
+                "a module returned status " + std::to_string(status) + ": " + error);
   throw Error(static_cast<Code>(code), error);
 }
 

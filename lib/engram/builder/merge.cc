@@ -1,7 +1,5 @@
 // Merge: part files of a sharded build (or of partial merges) into one table, or into one
 // partial part (merge --partial): headers checked, exact counts summed, sketch cells joined.
-#include "engram/builder/build.h"
-
 #include <omp.h>
 
 #include <bit>
@@ -18,11 +16,12 @@
 #include "engram/base/json.h"
 #include "engram/base/resource.h"
 #include "engram/base/units.h"
-#include "engram/builder/ngram_counter.h"
+#include "engram/builder/build.h"
 #include "engram/builder/exact_counter.h"
 #include "engram/builder/finish.h"
-#include "engram/builder/sketch_owners.h"
+#include "engram/builder/ngram_counter.h"
 #include "engram/builder/part.h"
+#include "engram/builder/sketch_owners.h"
 #include "engram/builder/token_stream.h"
 #include "engram/builder/zstd_stream.h"
 #include "engram/format/safetensors.h"

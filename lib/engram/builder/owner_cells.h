@@ -111,8 +111,9 @@ inline constexpr unsigned kRegionShift = 15;
 // The outcome does not depend on the order of the records, nor on how they are split into calls,
 // so the offers are first grouped by region of rows (a counting sort), then applied.
 template <typename Cells>
-inline void ApplyToSubTable(const format::Layout& l, const Cells& cells, size_t li, uint32_t h, uint32_t n,
-                     const uint32_t* ids, const uint64_t* counts, const uint32_t* tags, int64_t m) {
+inline void ApplyToSubTable(const format::Layout& l, const Cells& cells, size_t li, uint32_t h,
+                            uint32_t n, const uint32_t* ids, const uint64_t* counts,
+                            const uint32_t* tags, int64_t m) {
   const hash::AddressSpec& s = l.spec;
   const size_t sub = s.SubIndex(li, n, h);
   const uint64_t base_row = l.row_offsets[sub];

@@ -13,8 +13,8 @@ namespace engram::builder {
 
 // Copies o.values_path's tensors into rows (and fp8 scales) of `layout`. Shapes and dtypes are
 // checked (kInvalidArgument naming the tensor); bytes stream through a bounded buffer.
-void CopyValues(const BuildOptions& o, const format::Layout& layout, uint8_t* rows,
-                uint8_t* scales, base::Reporter& reporter);
+void CopyValues(const BuildOptions& o, const format::Layout& layout, uint8_t* rows, uint8_t* scales,
+                base::Reporter& reporter);
 
 // Fills rows with N(0, std) values from a counter-based generator (reproducible per seed and
 // independent of thread count).

@@ -86,9 +86,8 @@ void RowGatherer::Run() {
           if (!valid_[b * T_ + t]) continue;
           for (size_t c = 0; c < per; ++c) {
             uint32_t n = static_cast<uint32_t>(c / heads) + hash::kMinOrder;
-            rows[c] =
-                l.RowOf(l.spec.SubIndex(table_layer_[k], n, static_cast<uint32_t>(c % heads)),
-                        buckets_[k][(b * T_ + t) * per + c]);
+            rows[c] = l.RowOf(l.spec.SubIndex(table_layer_[k], n, static_cast<uint32_t>(c % heads)),
+                              buckets_[k][(b * T_ + t) * per + c]);
           }
           table::GatherRowsF32(view_, rows, &out[(b * T_ + t) * per * D]);
           for (size_t c = 0; c < per; ++c) {

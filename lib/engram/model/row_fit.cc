@@ -1,6 +1,7 @@
 // `append --fit`'s optimiser: the trainable Engram rows of a batch of sequences fitted through
 // the frozen model (whole-sequence passes, no KV cache), the preservation KL, and --shrink.
 #include <malloc.h>
+#include <torch/optim/adam.h>
 
 #include <cmath>
 #include <cstring>
@@ -8,14 +9,12 @@
 #include "engram/base/error.h"
 #include "engram/model/torch_model.h"
 
-#include <torch/optim/adam.h>
-
 namespace engram::model {
 
 RowFitOutcome TorchTransformer::FitRows(const RowFitBatch& fb, const RowFitParams& prm,
-                      const std::vector<float>& anchor, std::vector<float>* rows) {
-  const int64_t B = fb.batch, T = fb.T, D = fb.row_dim,
-                R = static_cast<int64_t>(rows->size()) / D;
+                                        const std::vector<float>& anchor,
+                                        std::vector<float>* rows) {
+  const int64_t B = fb.batch, T = fb.T, D = fb.row_dim, R = static_cast<int64_t>(rows->size()) / D;
   // Every step allocates and frees the same [targets, vocab] tensors; keep them in the heap
   // rather than mmap/munmap each time (page faults cost more than the step's arithmetic).
   ::mallopt(M_MMAP_THRESHOLD, 1 << 30);
@@ -54,8 +53,7 @@ RowFitOutcome TorchTransformer::FitRows(const RowFitBatch& fb, const RowFitParam
     frozen.push_back(
         torch::from_blob(const_cast<float*>(fb.frozen[k].data()), {B, T * per, D}, f32).clone());
     Tensor ix =
-        torch::from_blob(const_cast<int64_t*>(fb.train_index[k].data()), {B, T * per}, i64)
-            .clone();
+        torch::from_blob(const_cast<int64_t*>(fb.train_index[k].data()), {B, T * per}, i64).clone();
     use.push_back((ix >= 0).unsqueeze(2));
     index.push_back(ix.clamp_min(0));
   }
@@ -67,9 +65,8 @@ RowFitOutcome TorchTransformer::FitRows(const RowFitBatch& fb, const RowFitParam
   torch::optim::Adam opt(std::vector<Tensor>{P},
                          torch::optim::AdamOptions(prm.lr).betas({0.0, 0.999}));
   // Positions per sequence are 0..T-1 (right padding); causal mask shared by the batch.
-  Tensor neg =
-      torch::zeros({T, T}, f32)
-          .masked_fill(torch::ones({T, T}, torch::kBool).tril().logical_not(), -INFINITY);
+  Tensor neg = torch::zeros({T, T}, f32)
+                   .masked_fill(torch::ones({T, T}, torch::kBool).tril().logical_not(), -INFINITY);
   Tensor cos = cos_.narrow(0, 0, T).to(dtype_), sin = sin_.narrow(0, 0, T).to(dtype_);
 
   // The layers below the first Engram layer read no row: their output is the same at every
@@ -243,8 +240,8 @@ RowFitOutcome TorchTransformer::FitRows(const RowFitBatch& fb, const RowFitParam
 // Per sequence of `b`: whether every target's logit leads every other token's by `margin`
 // (lg: logits over the live vocabulary at the targets, want: their live ids, seq_of: their
 // sequences). The dead tokens' logits are 0.
-Tensor TorchTransformer::Fitted(const Tensor& lg, const Tensor& want, const Tensor& seq_of, int64_t b,
-              double margin) const {
+Tensor TorchTransformer::Fitted(const Tensor& lg, const Tensor& want, const Tensor& seq_of,
+                                int64_t b, double margin) const {
   Tensor tl = lg.gather(1, want.unsqueeze(1)).squeeze(1);
   Tensor other = lg.scatter(1, want.unsqueeze(1), -INFINITY).amax(1);
   if (n_dead_) other = other.clamp_min(0.0);
@@ -261,7 +258,8 @@ Tensor TorchTransformer::Fitted(const Tensor& lg, const Tensor& want, const Tens
 // is shared), so all are bisected in one batch. Every entry fitted before stays fitted.
 template <typename Logits>
 void TorchTransformer::Shrink(const RowFitBatch& fb, const RowFitParams& prm, int64_t BF, Tensor& P,
-            const Tensor& P0, Logits& logits, const Tensor& tgt, RowFitOutcome* out) {
+                              const Tensor& P0, Logits& logits, const Tensor& tgt,
+                              RowFitOutcome* out) {
   torch::NoGradGuard ng;
   const int64_t T = fb.T, R = P.size(0);
   const int64_t per = static_cast<int64_t>(cfg_.memory_dim()) / fb.row_dim;
@@ -281,8 +279,7 @@ void TorchTransformer::Shrink(const RowFitBatch& fb, const RowFitParams& prm, in
   // Groups by rank from each entry's last target position.
   std::vector<std::vector<int64_t>> group_rows(static_cast<size_t>(BF * T));
   for (int64_t r = 0; r < R; ++r)
-    if (owner[static_cast<size_t>(r)] >= 0)
-      group_rows[static_cast<size_t>(owner[r])].push_back(r);
+    if (owner[static_cast<size_t>(r)] >= 0) group_rows[static_cast<size_t>(owner[r])].push_back(r);
   std::vector<std::vector<int64_t>> by_rank;  // group ids
   for (int64_t b = 0; b < BF; ++b) {
     size_t rank = 0;

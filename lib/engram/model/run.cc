@@ -1,5 +1,7 @@
 // `run`: prompts in batches of max_batch_size through the model (prefill, then sampled or greedy
 // generation), or scored by perplexity, with the per-request engram_hit_rate lines and timings.
+#include "engram/model/run.h"
+
 #include <algorithm>
 #include <climits>
 #include <random>
@@ -8,7 +10,6 @@
 #include "engram/base/module_status.h"
 #include "engram/base/resource.h"
 #include "engram/model/generation.h"
-#include "engram/model/run.h"
 #include "engram/model/sampling.h"
 #include "engram/model/setup.h"
 #include "engram/model/transformer.h"

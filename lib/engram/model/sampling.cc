@@ -9,8 +9,7 @@ namespace engram::model {
 
 void ApplyRepeatPenalty(const std::vector<uint32_t>& ids, double penalty, int last_n,
                         std::vector<float>* logits) {
-  size_t n =
-      last_n < 0 ? ids.size() : std::min(ids.size(), static_cast<size_t>(last_n));
+  size_t n = last_n < 0 ? ids.size() : std::min(ids.size(), static_cast<size_t>(last_n));
   std::vector<uint32_t> recent(ids.end() - static_cast<std::ptrdiff_t>(n), ids.end());
   std::sort(recent.begin(), recent.end());
   recent.erase(std::unique(recent.begin(), recent.end()), recent.end());

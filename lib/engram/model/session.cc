@@ -1,6 +1,8 @@
 // serve's model session: the model and table loaded once, requests generated in batches token by
 // token (per-request sampling, stop strings, streaming, cancellation), and a committed append or
 // a fold picked up between batches while the last good table state keeps serving.
+#include "engram/model/session.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include "engram/base/resource.h"
 #include "engram/model/generation.h"
 #include "engram/model/sampling.h"
-#include "engram/model/session.h"
 #include "engram/model/setup.h"
 #include "engram/model/transformer.h"
 #include "engram/table/lookup.h"

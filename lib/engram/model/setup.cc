@@ -1,6 +1,8 @@
 // The checks run, serve and append --fit share before any token is computed: config, device,
 // model directory, tokenizer, host memory, the table against the model, and the [engram] load
 // lines of the deployment notes.
+#include "engram/model/setup.h"
+
 #include <fcntl.h>
 
 #include <cstdio>
@@ -10,7 +12,6 @@
 #include "engram/base/resource.h"
 #include "engram/base/units.h"
 #include "engram/hash/addressing.h"
-#include "engram/model/setup.h"
 #include "engram/model/transformer.h"
 #include "engram/table/prefetch.h"
 #include "engram/table/verify.h"

@@ -5,7 +5,8 @@
 
 namespace engram::model {
 
-Tensor TorchTransformer::Get(format::Checkpoint& ck, const std::string& name, std::vector<int64_t> shape) {
+Tensor TorchTransformer::Get(format::Checkpoint& ck, const std::string& name,
+                             std::vector<int64_t> shape) {
   std::string n = ck.Has(name) ? name : (ck.Has("model." + name) ? "model." + name : name);
   auto [file, t] = ck.Get(n);
   int64_t numel = 1;
@@ -30,8 +31,7 @@ Tensor TorchTransformer::Get(format::Checkpoint& ck, const std::string& name, st
                 .to(torch::kFloat32);
       break;
     default:
-      ENGRAM_THROW(Code::kInvalidArgument, "tensor " << n << " is "
-                                                     << format::StDTypeName(t->dtype)
+      ENGRAM_THROW(Code::kInvalidArgument, "tensor " << n << " is " << format::StDTypeName(t->dtype)
                                                      << "; weights must be F32, BF16 or F16");
   }
   out = out.to(dtype_);

@@ -91,12 +91,11 @@ void Scheduler::LogRequest(const Job& job) {
   const model::SessionInfo& info = session_->info();
   if (!info.engram) return;
   if (r.bypass)
-    rep_.Log(LogLevel::kInfo, head + "engram bypass: the prompt has " +
-                                  std::to_string(r.prompt_tokens) +
-                                  " token(s), fewer than the n-gram order " +
-                                  std::to_string(info.ngram_order) +
-                                  ", so its first positions have no full n-gram (normal, not an "
-                                  "error)");
+    rep_.Log(LogLevel::kInfo,
+             head + "engram bypass: the prompt has " + std::to_string(r.prompt_tokens) +
+                 " token(s), fewer than the n-gram order " + std::to_string(info.ngram_order) +
+                 ", so its first positions have no full n-gram (normal, not an "
+                 "error)");
   const uint64_t l = r.prompt_lookups + r.gen_lookups, h = r.prompt_hits + r.gen_hits;
   char line[256];
   std::snprintf(line, sizeof line,

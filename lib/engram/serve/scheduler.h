@@ -65,7 +65,8 @@ class Scheduler {
  public:
   // queue_capacity: requests that may wait beyond those generating (0 = 4 x max_batch). The
   // reporter must outlive the scheduler.
-  Scheduler(size_t queue_capacity, base::Reporter& rep) : queue_capacity_(queue_capacity), rep_(rep) {}
+  Scheduler(size_t queue_capacity, base::Reporter& rep)
+      : queue_capacity_(queue_capacity), rep_(rep) {}
   ~Scheduler() { Drain(); }
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;

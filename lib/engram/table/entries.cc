@@ -9,41 +9,39 @@ namespace engram::table {
 void ForEachEntry(const std::string& path, const EntryLimits& limits,
                   const std::function<void(size_t, const base::Json&)>& on_entry,
                   const std::function<void(size_t, EntryProblem, std::string)>& on_problem) {
-  base::ForEachLine(path, limits.max_line_bytes,
-                    [&](size_t line_no, std::string_view line, bool too_long) {
-                      if (too_long) {
-                        on_problem(line_no, EntryProblem::kTooLong,
-                                   "the line is longer than " +
-                                       std::to_string(limits.max_line_bytes) + " bytes");
-                        return;
-                      }
-                      if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
-                      if (!base::IsValidUtf8(line)) {
-                        on_problem(line_no, EntryProblem::kNotUtf8, "the line is not valid UTF-8");
-                        return;
-                      }
-                      std::string why;
-                      if (!base::JsonShapeWithin(line, limits.max_items, limits.max_total_items,
-                                                 limits.max_depth, &why)) {
-                        on_problem(line_no, EntryProblem::kTooLarge, "the entry holds " + why);
-                        return;
-                      }
-                      base::Json j;
-                      try {
-                        j = base::Json::Parse(line, "entry", limits.max_depth);
-                      } catch (const Error& e) {
-                        std::string m = e.what();
-                        on_problem(line_no, EntryProblem::kNotJson,
-                                   "not valid JSON (" + m.substr(m.find(": ") + 2) + ")");
-                        return;
-                      }
-                      if (!j.is_object()) {
-                        on_problem(line_no, EntryProblem::kNotObject,
-                                   "an entry must be a JSON object");
-                        return;
-                      }
-                      on_entry(line_no, j);
-                    });
+  base::ForEachLine(
+      path, limits.max_line_bytes, [&](size_t line_no, std::string_view line, bool too_long) {
+        if (too_long) {
+          on_problem(line_no, EntryProblem::kTooLong,
+                     "the line is longer than " + std::to_string(limits.max_line_bytes) + " bytes");
+          return;
+        }
+        if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
+        if (!base::IsValidUtf8(line)) {
+          on_problem(line_no, EntryProblem::kNotUtf8, "the line is not valid UTF-8");
+          return;
+        }
+        std::string why;
+        if (!base::JsonShapeWithin(line, limits.max_items, limits.max_total_items, limits.max_depth,
+                                   &why)) {
+          on_problem(line_no, EntryProblem::kTooLarge, "the entry holds " + why);
+          return;
+        }
+        base::Json j;
+        try {
+          j = base::Json::Parse(line, "entry", limits.max_depth);
+        } catch (const Error& e) {
+          std::string m = e.what();
+          on_problem(line_no, EntryProblem::kNotJson,
+                     "not valid JSON (" + m.substr(m.find(": ") + 2) + ")");
+          return;
+        }
+        if (!j.is_object()) {
+          on_problem(line_no, EntryProblem::kNotObject, "an entry must be a JSON object");
+          return;
+        }
+        on_entry(line_no, j);
+      });
 }
 
 bool HasValue(const base::Json& entry) {

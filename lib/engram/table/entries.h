@@ -34,10 +34,10 @@ enum class EntryProblem {
 // Reads `path` (a file, or a pipe: it is read once, front to back) and calls, for each line that
 // is not blank, on_entry(line number, the object) or on_problem(line number, kind, message). The
 // message names the problem; the caller adds what a valid entry holds.
-void ForEachEntry(const std::string& path, const EntryLimits& limits,
-                  const std::function<void(size_t line, const base::Json& entry)>& on_entry,
-                  const std::function<void(size_t line, EntryProblem kind, std::string what)>&
-                      on_problem);
+void ForEachEntry(
+    const std::string& path, const EntryLimits& limits,
+    const std::function<void(size_t line, const base::Json& entry)>& on_entry,
+    const std::function<void(size_t line, EntryProblem kind, std::string what)>& on_problem);
 
 // Whether an entry gives its row ("value" or "value_ref"): it is stored as given. An entry
 // without one is fitted (append --fit computes its rows).
