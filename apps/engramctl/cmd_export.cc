@@ -23,13 +23,14 @@ void AddExportCommand(CLI::App& app) {
   s->add_option("--tensor", f->o.tensor,
                 "Tensor name; '{layer}' writes one tensor per Engram layer")
       ->capture_default_str();
-  s->add_option("--scale-tensor", f->o.scale_tensor,
-                "fp8 tables: scale tensor name (same '{layer}' rule)")
-      ->capture_default_str();
+  CLI::Option* scale = s->add_option("--scale-tensor", f->o.scale_tensor,
+                                     "fp8 tables: scale tensor name (same '{layer}' rule)")
+                           ->capture_default_str();
   s->add_option("--max-shard-size", f->max_shard,
                 "Split into files of at most SIZE (e.g. 5G) plus model.safetensors.index.json");
-  s->callback([f] {
+  s->callback([f, scale] {
     StderrReporter rep;
+    f->o.scale_tensor_given = scale->count() > 0;
     if (!f->max_shard.empty())
       f->o.max_shard_bytes = engram::base::ParseSize(f->max_shard, "--max-shard-size");
     engram::table::ExportResult r = engram::table::Export(f->o, rep);

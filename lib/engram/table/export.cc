@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 
+#include "engram/base/dtype.h"
 #include "engram/base/error.h"
 #include "engram/base/file.h"
 #include "engram/base/json.h"
@@ -33,6 +34,10 @@ ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
   const format::Layout& l = view->layout();
   const bool per_layer = o.tensor.find("{layer}") != std::string::npos;
   const bool fp8 = l.scale_stride() > 0;
+  ENGRAM_CHECK(fp8 || !o.scale_tensor_given, Code::kInvalidArgument,
+               "--scale-tensor: " << o.table << " stores " << base::DTypeName(l.dtype)
+                                  << " rows, which have no scales (only fp8-e4m3 tables do); "
+                                     "drop the flag");
   std::vector<Piece> pieces;
   for (size_t li = 0; li < (per_layer ? l.spec.n_layers() : 1); ++li) {
     uint64_t first = per_layer ? l.row_offsets[li * l.spec.per_layer()] : 0;
