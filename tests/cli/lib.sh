@@ -19,8 +19,14 @@ b=bytearray(open(p,'rb').read()); b[o]^=0x10; open(p,'wb').write(b)" "$1" "$2"
 entry() {  # entry "[ids]" VALUE [extra json] : one JSONL entry with a 32-wide constant value
   $PY -c "import json,sys; d={'canonical_ids': json.loads(sys.argv[1]), 'value': [float(sys.argv[2])]*32}; d.update(json.loads(sys.argv[3] if len(sys.argv)>3 else '{}')); print(json.dumps(d))" "$@"
 }
+from_fixture() {  # from_fixture NAME DIR: copies the fixture NAME (tests/cli/setup_fixtures.sh) as DIR; false if absent
+  local f=${FIXTURES:-}/$1
+  [[ -n ${FIXTURES:-} && $2 == m && -e $f/done ]] || return 1
+  cp -r "$f"/m "$f"/m.* . && { [[ ! -e $f/corpus.txt ]] || cp "$f/corpus.txt" .; }
+}
 random_model() {  # random_model DIR VARIANT: a small random MoE+Engram model dir + its table DIR.engram + DIR.toml
   local m=$1 v=${2:-v41} T=$ASSETS/deepseek_v3/tokenizer.json
+  from_fixture "random_$v" "$m" && return 0
   local fp
   fp=$($E tokenize --tokenizer "$T" --info --json | $PY -c "import json,sys; print(json.load(sys.stdin)['fingerprint'])")
   $PY "$SRC/tests/model/make_random_model.py" "$m" "$v" "$fp"
@@ -40,6 +46,7 @@ J
 demo_model() {  # demo_model DIR: the trained demo model (assets/demo-model) + its table DIR.engram (owners
                 # from 100 Brown documents) + DIR.toml (journal read) and DIR.det.toml (deterministic)
   local m=$1
+  from_fixture demo "$m" && return 0
   mkdir -p "$m"
   cp "$SRC/assets/demo-model/config.json" "$m/"
   zstd -q -d -f "$SRC/assets/demo-model/model.safetensors.zst" -o "$m/model.safetensors"

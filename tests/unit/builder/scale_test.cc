@@ -13,7 +13,7 @@
 #include "engram/format/reader.h"
 #include "engram/table/inspect.h"
 #include "engram/table/verify.h"
-#include "test_util.h"
+#include "../test_util.h"
 
 using namespace engram;
 using namespace engram::table;
