@@ -3,7 +3,7 @@
 # clients (loopback, REQUESTS each, greedy, MAX_TOKENS tokens), next to `run` generating the same
 # prompts in batches of the same size; the 8-client round runs with appends committing meanwhile
 # (deterministic_addressing = false) and must end with 0 errors and 0 inconsistent responses.
-# Self-contained: uses the small random test model (tests/model/make_random_model.py).
+# Self-contained: uses the small random test model (tests/model_parity/make_random_model.py).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export E=$root/build/bin/engramctl SRC=$root ASSETS=${ASSETS:-$root/build/assets} PY=/usr/bin/python3

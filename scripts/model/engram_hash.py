@@ -1,6 +1,6 @@
 """Native Engram addressing in Python (schemas/table_format.md §4.1), for the PyTorch reference:
 XXH3-64 per (layer, order, head) seeds, power-of-two masks, owner tags. Bit-identical to
-engramctl (tests/model checks it against `engramctl lookup`)."""
+engramctl (tests/model_parity checks it against `engramctl lookup`)."""
 import struct
 
 import numpy as np

@@ -29,7 +29,7 @@ random_model() {  # random_model DIR VARIANT: a small random MoE+Engram model di
   from_fixture "random_$v" "$m" && return 0
   local fp
   fp=$($E tokenize --tokenizer "$T" --info --json | $PY -c "import json,sys; print(json.load(sys.stdin)['fingerprint'])")
-  $PY "$SRC/tests/model/make_random_model.py" "$m" "$v" "$fp"
+  $PY "$SRC/tests/model_parity/make_random_model.py" "$m" "$v" "$fp"
   cp "$T" "$m/tokenizer.json"
   head -n 5 "$ASSETS/brown/train.txt" > corpus.txt
   $E -q build --tokenizer "$T" --corpus corpus.txt --layers 0,2 --order 3 --heads 2 --buckets 1024 --row-dim 16 \

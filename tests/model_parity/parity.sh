@@ -17,7 +17,7 @@ case $which in
     dtype=bf16 ;;
   random:*)
     m=$work/model
-    /usr/bin/python3 "$SRC/tests/model/make_random_model.py" "$m" "${which#random:}" "$fp"
+    /usr/bin/python3 "$SRC/tests/model_parity/make_random_model.py" "$m" "${which#random:}" "$fp"
     dtype=f32 ;;
   *) m=$which; dtype=bf16 ;;
 esac
@@ -58,4 +58,4 @@ $E -q run --config "$work/c.toml" -f "$work/prompts.txt" --temp 0 -n 32 --batch 
   --dump-logits "$work/c.f32" > "$work/c.json" 2> "$work/c.log" || { cat "$work/c.log"; exit 1; }
 /usr/bin/python3 "$SRC/scripts/model/reference_run.py" --model "$m" --engramctl "$E" --prompts "$work/prompts.txt" \
   -n 32 --threads 2 --dump-logits "$work/r.f32" --json "$work/r.json"
-/usr/bin/python3 "$SRC/tests/model/compare.py" "$work/c.json" "$work/c.f32" "$work/r.json" "$work/r.f32" 129280 1e-4
+/usr/bin/python3 "$SRC/tests/model_parity/compare.py" "$work/c.json" "$work/c.f32" "$work/r.json" "$work/r.f32" 129280 1e-4

@@ -8,11 +8,11 @@ trap 'rm -rf "$work"' EXIT
 if [[ ! -d "$assets/node_modules/tokenizers" ]]; then
   echo "parity: the oracle is missing; run scripts/fetch_assets.sh" >&2; exit 1
 fi
-/usr/bin/python3 "$src/tests/parity/make_corpus.py" "$src" "$assets" "$work/corpus.jsonl"
-node "$src/tests/parity/oracle.js" "$assets/node_modules/tokenizers" "$tok" "$work/corpus.jsonl" "$work/oracle.jsonl"
+/usr/bin/python3 "$src/tests/tokenizer_parity/make_corpus.py" "$src" "$assets" "$work/corpus.jsonl"
+node "$src/tests/tokenizer_parity/oracle.js" "$assets/node_modules/tokenizers" "$tok" "$work/corpus.jsonl" "$work/oracle.jsonl"
 canon=()
 if [[ "${5:-}" == "--canonical" ]]; then
-  node "$src/tests/parity/oracle.js" "$assets/node_modules/tokenizers" "$tok" --canonical "$work/canon.json"
+  node "$src/tests/tokenizer_parity/oracle.js" "$assets/node_modules/tokenizers" "$tok" --canonical "$work/canon.json"
   canon=("$work/canon.json")
 fi
 "$bin" "$tok" "$work/corpus.jsonl" "$work/oracle.jsonl" "${canon[@]}"
