@@ -6,7 +6,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 E=$(realpath "${1:-$root/build/bin/engramctl}")
-out="$root/tests/golden/v3.1"  # the current format version (tests/golden/v3 holds v3.0 files)
+out="$root/tests/golden/v3.2"  # the current format version (v3: 3.0 files, v3.1: 3.1 files)
+assets="${ENGRAM_ASSETS:-$root/build/assets}"
 mkdir -p "$out"
 cd "$out"
 export SOURCE_DATE_EPOCH=1767225600   # 2026-01-01, so headers and provenance are reproducible
@@ -36,6 +37,24 @@ import json
 for i in range(3): print(json.dumps({'canonical_ids': [5, 6 + i], 'value': [0.5 + i] * 32}))" > entries.jsonl
 $E -q append native_f32.engram --entries entries.jsonl >/dev/null
 rm entries.jsonl
+# The fact ledger (§3.7, §5.7): a small random model, one fact fitted and folded (FACTS), a second
+# fitted and left in the journal (a fact record).
+T="$assets/deepseek_v3/tokenizer.json"
+fp=$($E tokenize --tokenizer "$T" --info --json | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['fingerprint'])")
+model=$(mktemp -d)
+trap 'rm -rf "$model"' EXIT
+/usr/bin/python3 "$root/tests/model_parity/make_random_model.py" "$model" v41 "$fp" >/dev/null
+cp "$T" "$model/tokenizer.json"
+$E -q build --tokenizer "$T" --corpus corpus.txt --layers 0,2 --order 3 --heads 2 --buckets 1024 --row-dim 16 \
+  --pad-id 2 --values "$model" --tensor engram.table.weight -o ledger_f32.engram
+printf '[model]\npath = "%s"\n[engram]\nngram_order = 3\nhash_buckets = 1024\nn_heads = 2\nembed_dim = 32\nlayer_ids = [0, 2]\ndeterministic_addressing = false\n[engram.table]\npath = "%s"\n' \
+  "$model" "$PWD/ledger_f32.engram" > "$model/c.toml"
+printf '%s\n' '{"prompt": "The cat and the hat sat on the", "target": " mat"}' > "$model/a.jsonl"
+printf '%s\n' '{"prompts": ["A man and a plan and a", "a man, a plan, a"], "target": " canal"}' > "$model/b.jsonl"
+$E -q append --config "$model/c.toml" --entries "$model/a.jsonl" -t 1 >/dev/null
+$E -q sort-buckets ledger_f32.engram
+$E -q append --config "$model/c.toml" --entries "$model/b.jsonl" -t 1 >/dev/null
+$E facts ledger_f32.engram --json > ledger_f32.facts.json
 for t in *.engram; do
   $E inspect "$t" --stats --json > "${t%.engram}.inspect.json"
 done

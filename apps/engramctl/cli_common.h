@@ -65,6 +65,7 @@ void AddVerifyCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
 void AddLookupCommand(CLI::App& app);
 void AddAppendCommand(CLI::App& app);
+void AddFactsCommand(CLI::App& app);
 void AddSortBucketsCommand(CLI::App& app);
 void AddPrefetchCommand(CLI::App& app);
 void AddRunCommand(CLI::App& app);

@@ -7,6 +7,7 @@
 #include "engram/base/json.h"
 #include "engram/base/module_status.h"
 #include "engram/base/units.h"
+#include "engram/format/reader.h"
 #include "engram/model/fit.h"
 #include "engram/table/append.h"
 #include "engram/table/entries.h"
@@ -36,7 +37,11 @@ std::string FitJson(const engram::model::FitResult& r) {
          ",\"logprob_after\":" + Num(e.logprob_after, "%.6g") +
          ",\"greedy_before\":" + JsonString(e.greedy_before) +
          ",\"greedy_after\":" + JsonString(e.greedy_after) +
-         ",\"fitted\":" + (e.fitted ? "true" : "false") + ",\"rows\":" + std::to_string(e.rows) +
+         ",\"fitted\":" + (e.fitted ? "true" : "false") +
+         ",\"phrasings\":" + std::to_string(e.phrasings.size()) +
+         ",\"phrasings_fitted\":" + std::to_string(e.phrasings_fitted) +
+         (i < r.facts.size() ? ",\"ledger_rows\":" + std::to_string(r.facts[i].rows.size()) : "") +
+         ",\"rows\":" + std::to_string(e.rows) +
          ",\"rows_frequent_owner\":" + std::to_string(e.rows_frequent_owner) +
          ",\"rows_kept_frequent\":" + std::to_string(e.rows_kept_frequent) +
          ",\"rows_kept_busy\":" + std::to_string(e.rows_kept_busy) + ",\"warnings\":[";
@@ -54,7 +59,22 @@ std::string FitJson(const engram::model::FitResult& r) {
        ",\"seconds\":" + Num(r.fit_seconds, "%.3f") +
        ",\"loop_seconds\":" + Num(r.loop_seconds, "%.3f") +
        ",\"shrink_factor\":" + Num(r.shrink_factor, "%.4f") +
-       ",\"preserve\":{\"contexts\":" + std::to_string(r.preserve_contexts) +
+       ",\"ledger_facts\":" + std::to_string(r.ledger_facts) + ",\"ledger_kept\":[" +
+       [&] {
+         std::string k;
+         for (size_t i = 0; i < r.ledger.size(); ++i) {
+           const auto& c = r.ledger[i];
+           k += std::string(i ? "," : "") + "{\"id\":" + std::to_string(c.id) +
+                ",\"prompt\":" + JsonString(c.prompt) + ",\"target\":" + JsonString(c.target) +
+                ",\"held_before\":" + (c.held_before ? "true" : "false") +
+                ",\"holds_after\":" + (c.holds_after ? "true" : "false") + ",\"lines\":[";
+           for (size_t j = 0; j < c.lines.size(); ++j)
+             k += (j ? "," : "") + std::to_string(c.lines[j]);
+           k += "]}";
+         }
+         return k;
+       }() +
+       "]" + ",\"preserve\":{\"contexts\":" + std::to_string(r.preserve_contexts) +
        ",\"rows\":" + std::to_string(r.preserve_rows) + ",\"kl\":" + Num(r.preserve_kl, "%.6g") +
        "}";
   if (r.corpus_checked)
@@ -74,6 +94,36 @@ struct AppendFlags {
   double max_ppl_increase = -1;
 };
 
+// append --fit --check: every entry's tokens and pitfalls; exit 3 when there is any pitfall.
+void ReportCheck(const AppendFlags& f, const engram::model::FitResult& fr, StderrReporter& rep) {
+  size_t problems = 0;
+  std::string out;
+  if (f.json) {
+    std::string j = "{\"pitfalls\":[";
+    bool first = true;
+    for (const auto& p : fr.pitfalls) {
+      problems += p.problem;
+      j += std::string(first ? "" : ",") + "{\"line\":" + std::to_string(p.line) +
+           ",\"kind\":" + JsonString(p.kind) + ",\"problem\":" + (p.problem ? "true" : "false") +
+           ",\"message\":" + JsonString(p.message) + "}";
+      first = false;
+    }
+    PrintStdout(j + "],\"problems\":" + std::to_string(problems) +
+                ",\"ledger_facts\":" + std::to_string(fr.ledger_facts) + "}");
+  } else {
+    for (const auto& p : fr.pitfalls) {
+      problems += p.problem;
+      out += f.o.entries + ":" + std::to_string(p.line) + ": " + p.kind + ": " + p.message + "\n";
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    rep.Log(engram::base::LogLevel::kInfo,
+            "check: " + std::to_string(problems) + " pitfall(s) in " + f.o.entries +
+                " (the table's ledger holds " + std::to_string(fr.ledger_facts) +
+                " facts); nothing was fitted or written");
+  }
+  if (problems) CommandExit() = kExitProblems;
+}
+
 // append --fit: fits rows for `entries` through the model plugin, reports, refuses a batch that
 // costs more perplexity than allowed, and appends the changed rows.
 void AppendFitted(AppendFlags& f, std::vector<engram::table::FitEntry> entries, bool has_config,
@@ -85,12 +135,29 @@ void AppendFitted(AppendFlags& f, std::vector<engram::table::FitEntry> entries, 
                                      "with a [model] path");
   ENGRAM_CHECK(f.max_ppl_increase < 0 || !f.fo.check_corpus.empty(), engram::Code::kInvalidArgument,
                "--max-ppl-increase needs --check-corpus FILE (held-out text)");
+  if (!f.o.dry_run && !f.fo.check_only) {
+    // Refused before the fit, not after it: the facts need the ledger of a format 3.2 table.
+    const auto r = engram::format::Reader::Open(f.o.table);
+    ENGRAM_CHECK(r->header().required_flags & engram::format::kReqLedger,
+                 engram::Code::kInvalidArgument,
+                 f.o.table << " is a format " << r->header().version_major << "."
+                           << r->header().version_minor
+                           << " table, which has no fact ledger to record the facts of append "
+                              "--fit (later fits keep ledger facts); run 'engramctl sort-buckets "
+                           << f.o.table
+                           << "' once to upgrade it to format 3.2; nothing was "
+                              "written");
+  }
   f.fo.run.config_path = f.config_path;
   f.fo.run.table_path = f.o.table;
   f.fo.entries_path = f.o.entries;
   f.fo.entries = std::move(entries);
   engram::model::FitResult fr;
   engram::base::CallModule(engram::model::LoadFitPlugin(), &f.fo, &rep, &fr);
+  if (f.fo.check_only) {
+    ReportCheck(f, fr, rep);
+    return;
+  }
   size_t ok = 0;
   for (const auto& e : fr.entries) ok += e.fitted;
   if (!f.json) {
@@ -101,6 +168,9 @@ void AppendFitted(AppendFlags& f, std::vector<engram::table::FitEntry> entries, 
              Num(e.logprob_before, "%.2f") + " -> " + Num(e.logprob_after, "%.2f") + "; greedy " +
              JsonString(e.greedy_before) + " -> " + JsonString(e.greedy_after) +
              (e.fitted ? " (fitted)" : " (NOT fitted)") + "; " + std::to_string(e.rows) + " rows";
+      if (e.phrasings.size() > 1)
+        out += "; " + std::to_string(e.phrasings_fitted) + " of " +
+               std::to_string(e.phrasings.size()) + " phrasings";
       if (e.rows_frequent_owner)
         out += ", " + std::to_string(e.rows_frequent_owner) + " taken from frequent corpus n-grams";
       if (e.rows_kept_frequent)
@@ -108,6 +178,20 @@ void AppendFitted(AppendFlags& f, std::vector<engram::table::FitEntry> entries, 
       if (e.rows_kept_busy) out += ", " + std::to_string(e.rows_kept_busy) + " kept (--keep-busy)";
       out += "\n";
       for (const auto& w : e.warnings) out += "  warning: " + w + "\n";
+      for (size_t k = 1; k < e.phrasings.size(); ++k)
+        out += "  phrasing " + JsonString(e.phrasings[k]) + ": greedy " +
+               JsonString(k < e.greedy_phrasings.size() ? e.greedy_phrasings[k] : "") + "\n";
+    }
+    for (const auto& c : fr.ledger) {
+      std::string lines;
+      for (size_t l : c.lines) lines += (lines.empty() ? "" : ", ") + std::to_string(l);
+      out += "ledger fact #" + std::to_string(c.id) + " " + JsonString(c.prompt) + " -> " +
+             JsonString(c.target) + ": fitted jointly (it shares rows with line" +
+             (c.lines.size() == 1 ? " " : "s ") + lines + "); " +
+             (!c.held_before  ? "it did not hold before this fit"
+              : c.holds_after ? "still holds"
+                              : "NO LONGER HOLDS") +
+             "\n";
     }
     std::fwrite(out.data(), 1, out.size(), stdout);
     char line[256];
@@ -133,6 +217,26 @@ void AppendFitted(AppendFlags& f, std::vector<engram::table::FitEntry> entries, 
                 " entries are not reproduced by greedy decoding after the fit; raise "
                 "--steps or --margin, use --positions all, lower --keep-busy or "
                 "--keep-frequent, or reword them (see above)");
+  // Facts of earlier appends that held before and would not after: refused unless --force.
+  std::string broken;
+  for (const auto& c : fr.ledger)
+    if (c.held_before && !c.holds_after) {
+      std::string lines;
+      for (size_t l : c.lines) lines += (lines.empty() ? "" : ", ") + std::to_string(l);
+      broken += "\n  ledger fact #" + std::to_string(c.id) + " " + JsonString(c.prompt) + " -> " +
+                JsonString(c.target) + ", by line" + (c.lines.size() == 1 ? " " : "s ") + lines;
+    }
+  if (!broken.empty() && !f.fo.force) {
+    if (f.json) PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":null}");
+    ENGRAM_THROW(engram::Code::kInvalidArgument,
+                 "the fit would overwrite facts of the table's ledger (they share rows with "
+                 "entries of "
+                     << f.o.entries
+                     << " and cannot both hold); nothing was written. Reword the entries so "
+                        "their last words differ from those facts', or give --force to overwrite "
+                        "them deliberately ('engramctl facts --check' then reports them):"
+                     << broken);
+  }
   const double rise = 100.0 * (fr.ppl_after / fr.ppl_before - 1.0);
   if (fr.corpus_checked && f.max_ppl_increase >= 0 && rise > f.max_ppl_increase) {
     if (f.json) PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":null}");
@@ -152,7 +256,7 @@ void AppendFitted(AppendFlags& f, std::vector<engram::table::FitEntry> entries, 
     pe.head = row.head;
     fitted.push_back(std::move(pe));
   }
-  if (fitted.empty()) {
+  if (fitted.empty() && fr.facts.empty()) {
     if (f.json)
       PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":null}");
     else
@@ -160,6 +264,7 @@ void AppendFitted(AppendFlags& f, std::vector<engram::table::FitEntry> entries, 
     return;
   }
   f.o.prepared = &fitted;
+  f.o.facts = &fr.facts;
   engram::table::AppendResult r = engram::table::Append(f.o, rep);
   if (f.json) {
     PrintStdout("{\"fit\":" + FitJson(fr) + ",\"append\":" + r.ToJson() + "}");
@@ -169,8 +274,9 @@ void AppendFitted(AppendFlags& f, std::vector<engram::table::FitEntry> entries, 
   for (const auto& d : r.displaced) frequent += d.previous_count >= f.fo.keep_frequent;
   rep.Log(engram::base::LogLevel::kInfo,
           std::string(f.o.dry_run ? "would append " : "appended ") + std::to_string(r.records) +
-              " fitted rows (" + engram::base::FormatBytes(r.bytes) + ") to " + f.o.table + "; " +
-              std::to_string(r.displaced.size()) + " displaced another owner (" +
+              " fitted rows and " + std::to_string(r.facts) + " ledger fact" +
+              (r.facts == 1 ? "" : "s") + " (" + engram::base::FormatBytes(r.bytes) + ") to " +
+              f.o.table + "; " + std::to_string(r.displaced.size()) + " displaced another owner (" +
               std::to_string(frequent) + " seen >= " + std::to_string(f.fo.keep_frequent) +
               " times in the build corpus); " +
               (f.o.dry_run ? std::string("nothing was written (--dry-run)")
@@ -263,6 +369,13 @@ void AddAppendCommand(CLI::App& app) {
                 "Fit: write nothing if --check-corpus perplexity rises by more than PCT percent")
       ->check(CLI::NonNegativeNumber);
   s->add_option("-t,--threads", f->fo.run.threads, "Fit: threads (default: all cores)");
+  s->add_flag("--check", f->fo.check_only,
+              "Fit: report each entry's tokens and every pitfall (target tokens the model never "
+              "emits, a target without a leading space, generic final n-grams, contradictions "
+              "within the file and with the table's fact ledger); fit nothing, exit 3 if any");
+  s->add_flag("--force", f->fo.force,
+              "Fit: write even when the fit overwrites facts of the table's ledger (a prompt "
+              "given another target, or shared rows that cannot serve both)");
   s->callback([f] {
     StderrReporter rep;
     auto cfg = LoadConfigIfAny(f->config_path, rep);

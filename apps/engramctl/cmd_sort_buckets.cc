@@ -28,7 +28,8 @@ void AddSortBucketsCommand(CLI::App& app) {
     engram::table::FoldResult r = engram::table::SortBuckets(f->o, rep);
     if (f->json) {
       PrintStdout("{\"output\":\"" + r.output + "\",\"entries\":" + std::to_string(r.entries) +
-                  ",\"rows\":" + std::to_string(r.rows) +
+                  ",\"rows\":" + std::to_string(r.rows) + ",\"facts\":" + std::to_string(r.facts) +
+                  ",\"upgraded\":" + (r.upgraded ? "true" : "false") +
                   ",\"nothing_to_do\":" + (r.nothing_to_do ? "true" : "false") + "}");
       return;
     }
@@ -39,7 +40,8 @@ void AddSortBucketsCommand(CLI::App& app) {
       rep.Log(engram::base::LogLevel::kInfo,
               "folded " + std::to_string(r.entries) + " journal entries (" +
                   std::to_string(r.rows) + " rows) into " + r.output + " in " +
-                  engram::base::FormatSeconds(r.seconds) + "; its journal is empty");
+                  engram::base::FormatSeconds(r.seconds) + "; its journal is empty" +
+                  (r.upgraded ? "; upgraded to format 3.2 (fact ledger)" : ""));
   });
 }
 

@@ -2,9 +2,57 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_common.h"
+#include "engram/base/json.h"
+#include "engram/base/module_status.h"
+#include "engram/model/fit.h"
+#include "engram/table/ledger.h"
 #include "engram/table/verify.h"
 
 namespace engramctl {
+
+namespace {
+
+// verify --config on a table with a fact ledger: every fact asked again through the model (as
+// `facts --check`); each one that no longer holds is a problem.
+void CheckLedger(const std::string& table, const std::string& config_path, int threads,
+                 engram::base::Reporter& rep, engram::table::VerifyReport* r) {
+  size_t n = 0;
+  try {
+    n = engram::table::ReadLedger(table).size();
+  } catch (const engram::Error&) {
+    return;  // the table itself is damaged: Verify reported it
+  }
+  if (n == 0) return;
+  engram::model::FitOptions fo;
+  fo.run.config_path = config_path;
+  fo.run.table_path = table;
+  fo.run.threads = threads;
+  fo.ask_ledger = true;
+  engram::model::FitResult fr;
+  try {
+    engram::base::CallModule(engram::model::LoadFitPlugin(), &fo, &rep, &fr);
+  } catch (const engram::Error& e) {
+    r->problems.push_back({0, 0, "ledger", e.code(),
+                           "the table's " + std::to_string(n) +
+                               " ledger facts could not be asked through the model: " + e.what()});
+    return;
+  }
+  size_t holding = 0;
+  for (const auto& a : fr.asked) {
+    holding += a.holds;
+    if (!a.holds)
+      r->problems.push_back(
+          {0, 0, "ledger fact #" + std::to_string(a.fact.id), engram::Code::kInvalidArgument,
+           engram::base::JsonString(a.fact.prompts.front().text) + " -> " +
+               engram::base::JsonString(a.fact.target) + " no longer holds: the model says " +
+               engram::base::JsonString(a.greedy) + "; append it again with --fit"});
+  }
+  r->notes.push_back("ledger: " + std::to_string(holding) + " of " +
+                     std::to_string(fr.asked.size()) +
+                     " facts hold ('engramctl facts --check' lists them)");
+}
+
+}  // namespace
 
 void AddVerifyCommand(CLI::App& app) {
   struct Flags {
@@ -37,6 +85,8 @@ void AddVerifyCommand(CLI::App& app) {
     ENGRAM_CHECK(!f->table.empty(), engram::Code::kInvalidArgument,
                  "no table given; name one or use --config");
     engram::table::VerifyReport r = engram::table::Verify(f->table, f->o, rep);
+    if (cfg && !cfg->model.path.empty())
+      CheckLedger(f->table, f->config_path, f->o.threads, rep, &r);
     PrintStdout(f->json ? r.ToJson() : r.ToText());
     CommandExit() = r.ok() ? kExitOk : kExitProblems;
   });

@@ -80,12 +80,19 @@ int main(int argc, char** argv) {
   // warm `prefetch` or `verify` of a small table). Help, completion and a mistyped command see
   // them all.
   static const std::pair<const char*, void (*)(CLI::App&)> kCommands[] = {
-      {"build", AddBuildCommand},           {"merge", AddMergeCommand},
-      {"inspect", AddInspectCommand},       {"verify", AddVerifyCommand},
-      {"tokenize", AddTokenizeCommand},     {"lookup", AddLookupCommand},
-      {"append", AddAppendCommand},         {"sort-buckets", AddSortBucketsCommand},
-      {"prefetch", AddPrefetchCommand},     {"run", AddRunCommand},
-      {"serve", AddServeCommand},           {"export", AddExportCommand},
+      {"build", AddBuildCommand},
+      {"merge", AddMergeCommand},
+      {"inspect", AddInspectCommand},
+      {"verify", AddVerifyCommand},
+      {"tokenize", AddTokenizeCommand},
+      {"lookup", AddLookupCommand},
+      {"append", AddAppendCommand},
+      {"facts", AddFactsCommand},
+      {"sort-buckets", AddSortBucketsCommand},
+      {"prefetch", AddPrefetchCommand},
+      {"run", AddRunCommand},
+      {"serve", AddServeCommand},
+      {"export", AddExportCommand},
       {"completion", AddCompletionCommand},
   };
   std::string verb = FindVerb(argc, argv);

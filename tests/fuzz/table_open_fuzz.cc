@@ -20,6 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)tag;
     engram::base::UniqueFd fd = engram::base::OpenFile(f.path(), O_RDONLY);
     auto js = engram::format::ReadJournal(fd.get(), f.path(), r->header(), l, r->file_length());
+    (void)r->Facts();
     engram::format::FindStrandedCommits(fd.get(), f.path(), r->header(), js.committed_end,
                                         r->file_length());
   } catch (const engram::Error&) {

@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "engram/base/dtype.h"
+#include "engram/base/error.h"
 #include "engram/base/file.h"
+#include "engram/base/reporter.h"
 #include "engram/format/format.h"
 #include "engram/format/layout.h"
 #include "engram/format/reader.h"
 #include "engram/format/writer.h"
-#include "engram/base/error.h"
-#include "engram/base/reporter.h"
 
 namespace engram::testing {
 
@@ -75,9 +75,9 @@ inline void MutateHeader(const std::string& path, const std::function<void(forma
 
 // Writes a table whose row r holds values f(r, i), tags r+1 (0 for every 3rd row).
 inline void WriteTable(const std::string& path, const format::Layout& l, bool stats = true,
-                std::vector<uint64_t> implausible_stats_rows = {}, uint32_t chunk_log2 = 12,
-                std::vector<uint64_t> nan_rows = {},
-                std::vector<std::pair<uint64_t, uint8_t>> first_scale_of = {}) {
+                       std::vector<uint64_t> implausible_stats_rows = {}, uint32_t chunk_log2 = 12,
+                       std::vector<uint64_t> nan_rows = {},
+                       std::vector<std::pair<uint64_t, uint8_t>> first_scale_of = {}) {
   format::WriterOptions o;
   o.with_stats = stats;
   o.chunk_log2 = chunk_log2;

@@ -30,6 +30,8 @@ std::string_view SectionName(uint32_t type) noexcept {
       return "PROVENANCE";
     case SectionType::kChunkSums:
       return "CHUNK_SUMS";
+    case SectionType::kFacts:
+      return "FACTS";
   }
   return "unknown";
 }

@@ -14,7 +14,7 @@ namespace engram::format {
 // §2.1
 inline constexpr std::array<uint8_t, 8> kMagic = {0x89, 'E', 'N', 'G', 'R', 'A', 'M', '\n'};
 inline constexpr uint16_t kVersionMajor = 3;
-inline constexpr uint16_t kVersionMinor = 1;  // 3.1: commit slots (§5.6)
+inline constexpr uint16_t kVersionMinor = 2;  // 3.1: commit slots (§5.6); 3.2: the fact ledger
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kSectionAlign = 64;   // required by readers
 inline constexpr uint32_t kWriterAlign = 4096;  // used by writers (page-aligned row data)
@@ -60,8 +60,10 @@ inline constexpr size_t kSectionEntrySize = 32;
 inline constexpr size_t kReservedB = kSectionTable + kMaxSections * kSectionEntrySize;  // 1280
 }  // namespace off
 
-// Optional flag bits (§2.1). No required flags exist in v3.x.
-inline constexpr uint64_t kKnownRequiredFlags = 0;
+// Required flag bits (§2.1): v3.2 tables may hold the fact ledger (FACTS, fact records).
+inline constexpr uint64_t kReqLedger = 1ull << 0;
+inline constexpr uint64_t kKnownRequiredFlags = kReqLedger;
+// Optional flag bits (§2.1).
 inline constexpr uint64_t kOptHasStats = 1ull << 0;
 inline constexpr uint64_t kOptSketchOwners = 1ull << 1;
 inline constexpr uint64_t kOptCommitSlots = 1ull << 2;  // v3.1, §5.6
@@ -94,6 +96,7 @@ enum class SectionType : uint32_t {
   kStats = 6,
   kProvenance = 7,
   kChunkSums = 8,
+  kFacts = 9,  // v3.2, §3.7
 };
 inline constexpr uint32_t kSectionMetadata = 1u << 0;
 std::string_view SectionName(uint32_t type) noexcept;  // "LAYOUT", ..., "type 99"
@@ -156,6 +159,7 @@ uint64_t ComputeHeaderChecksum(const uint8_t* header_bytes);
 inline constexpr uint32_t kJournalMagic = 0x4E524A45;  // "EJRN"
 inline constexpr uint32_t kRecordEntry = 1;
 inline constexpr uint32_t kRecordCommit = 2;
+inline constexpr uint32_t kRecordFact = 3;  // v3.2, §5.7
 inline constexpr size_t kRecordHeaderSize = 32;
 inline constexpr uint32_t kMaxRecordPayload = 16u << 20;
 inline constexpr size_t kCommitPayloadSize = 32;

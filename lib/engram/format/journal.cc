@@ -96,6 +96,11 @@ void AppendEntryRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t s
   AppendRecord(out, kRecordEntry, seq, seed, w.bytes(), checksum_out);
 }
 
+void AppendFactRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t seed, const Fact& f,
+                      uint64_t* checksum_out) {
+  AppendRecord(out, kRecordFact, seq, seed, EncodeFact(f), checksum_out);
+}
+
 void AppendCommitRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t seed,
                         uint64_t first_seq, uint64_t n_entries, uint64_t created_unix,
                         uint64_t entries_digest, uint64_t* checksum_out) {
@@ -115,6 +120,8 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
   st.file_end = file_length;
   const uint64_t seed = h.header_checksum;
   std::vector<JournalEntry> pending;
+  std::vector<Fact> pending_facts;
+  uint64_t pending_fact_count = 0;
   // The batch being read: its entry count, first seq, and the digest of its record checksums
   // (streamed: a batch of 160,000 records grew a vector of sums by reallocation).
   uint64_t pending_count = 0;
@@ -143,8 +150,9 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
     uint64_t rseq = LoadLE<uint64_t>(rh + 8);
     uint32_t psize = LoadLE<uint32_t>(rh + 16);
     uint32_t reserved = LoadLE<uint32_t>(rh + 20);
-    if (magic != kJournalMagic || (type != kRecordEntry && type != kRecordCommit) ||
-        reserved != 0 || psize > kMaxRecordPayload) {
+    if (magic != kJournalMagic ||
+        (type != kRecordEntry && type != kRecordCommit && type != kRecordFact) || reserved != 0 ||
+        psize > kMaxRecordPayload) {
       stop("no valid record at offset " + std::to_string(pos));
       break;
     }
@@ -219,6 +227,31 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
       StoreLE<uint64_t>(sum_le, sum);
       pending_digest.Update(sum_le, 8);
       ++pending_count;
+    } else if (type == kRecordFact) {
+      // §5.7: only a table with the ledger flag holds fact records; one whose checksum holds but
+      // whose payload does not decode was never written by append.
+      std::string why;
+      Fact f;
+      if (!(h.required_flags & kReqLedger)) {
+        why = "a fact record in a table without the ledger flag";
+      } else {
+        try {
+          f = DecodeFact({p, psize}, l.total_rows);
+        } catch (const Error& e) {
+          why = e.what();
+        }
+      }
+      if (!why.empty()) {
+        stop("fact record at offset " + std::to_string(pos) + " is not valid: " + why, true);
+        break;
+      }
+      if (pending_count == 0) pending_first_seq = rseq;
+      if (keep_entries) pending_facts.push_back(std::move(f));
+      uint8_t sum_le[8];
+      StoreLE<uint64_t>(sum_le, sum);
+      pending_digest.Update(sum_le, 8);
+      ++pending_count;
+      ++pending_fact_count;
     } else {
       bool ok = psize == kCommitPayloadSize;
       uint64_t first_seq = 0, n_entries = 0, digest = 0;
@@ -239,7 +272,11 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
         st.overlay[e.row] = static_cast<uint32_t>(st.committed.size());
         st.committed.push_back(std::move(e));
       }
-      st.n_committed += pending_count;
+      st.n_committed += pending_count - pending_fact_count;
+      st.n_facts += pending_fact_count;
+      for (auto& f : pending_facts) st.facts.push_back(std::move(f));
+      pending_facts.clear();
+      pending_fact_count = 0;
       st.non_finite.insert(st.non_finite.end(), pending_non_finite.begin(),
                            pending_non_finite.end());
       pending_non_finite.clear();

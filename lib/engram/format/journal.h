@@ -10,6 +10,7 @@
 
 #include "engram/format/format.h"
 #include "engram/format/layout.h"
+#include "engram/format/ledger.h"
 
 namespace engram::format {
 
@@ -37,6 +38,8 @@ struct NonFiniteRecord {
 struct JournalState {
   std::vector<JournalEntry> committed;      // in journal order (empty when not kept)
   uint64_t n_committed = 0;                 // committed entry records (kept or not)
+  std::vector<Fact> facts;                  // committed fact records (§5.7), in journal order
+  uint64_t n_facts = 0;                     // committed fact records (kept or not)
   std::vector<NonFiniteRecord> non_finite;  // committed entries with Inf/NaN values
   uint64_t start = 0;                       // = header.file_size
   uint64_t committed_end = 0;               // absolute offset just after the last valid commit
@@ -88,6 +91,9 @@ void WriteCommitSlot(int fd, const std::string& path, const Header& header,
 // Record encoders (append). `seed` is the base's header checksum.
 void AppendEntryRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t seed,
                        const JournalEntry& e, const Layout& layout, uint64_t* checksum_out);
+// A fact record (§5.7): the ledger's record of a fitted fact; part of its append's batch.
+void AppendFactRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t seed, const Fact& f,
+                      uint64_t* checksum_out);
 void AppendCommitRecord(std::basic_string<uint8_t>* out, uint64_t seq, uint64_t seed,
                         uint64_t first_seq, uint64_t n_entries, uint64_t created_unix,
                         uint64_t entries_digest, uint64_t* checksum_out = nullptr);

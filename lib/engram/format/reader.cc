@@ -18,7 +18,7 @@ using base::LoadLE;
 
 namespace {
 
-constexpr uint32_t kMaxKnownType = static_cast<uint32_t>(SectionType::kChunkSums);
+constexpr uint32_t kMaxKnownType = static_cast<uint32_t>(SectionType::kFacts);
 
 }  // namespace
 
@@ -50,6 +50,16 @@ StatsRow Reader::Stats(uint64_t row) const noexcept {
 
 void Reader::DecodeRowTo(uint64_t row, std::span<float> out) const noexcept {
   base::DecodeRow(layout_.dtype, RowBytes(row), ScaleBytes(row), out);
+}
+
+std::vector<Fact> Reader::Facts() const {
+  auto b = Section(SectionType::kFacts);
+  if (b.empty()) return {};
+  try {
+    return DecodeFactsSection(b, header_.total_rows);
+  } catch (const Error& e) {
+    ENGRAM_THROW(Code::kCorrupt, path_ << ": " << e.what());
+  }
 }
 
 std::string Reader::provenance() const {
@@ -297,6 +307,12 @@ std::unique_ptr<Reader> Reader::Open(const std::string& path, const OpenOptions&
     std::memcpy(l.canon_map.data(), cm.data(), cm.size());
     std::string why = CheckCanonMap(l.canon_map, h.canonical_vocab);
     ENGRAM_CHECK(why.empty(), Code::kCorrupt, path << ": CANON_MAP: " << why);
+  }
+  if (const SectionEntry* e = r->FindSection(SectionType::kFacts)) {
+    ENGRAM_CHECK(h.required_flags & kReqLedger, Code::kCorrupt,
+                 path << ": section FACTS in a table without the ledger flag (required bit 0)");
+    ENGRAM_CHECK(e->flags & kSectionMetadata, Code::kCorrupt,
+                 path << ": section FACTS must be a metadata section (checked at every open)");
   }
   r->rows_ = r->data_ + r->FindSection(SectionType::kRows)->offset;
   if (const SectionEntry* e = r->FindSection(SectionType::kScales))

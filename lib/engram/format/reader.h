@@ -12,6 +12,7 @@
 #include "engram/base/file.h"
 #include "engram/format/format.h"
 #include "engram/format/layout.h"
+#include "engram/format/ledger.h"
 
 namespace engram::format {
 
@@ -64,6 +65,9 @@ class Reader {
   // Decodes one row to floats (out.size() == row_dim).
   void DecodeRowTo(uint64_t row, std::span<float> out) const noexcept;
   std::string provenance() const;
+  // The folded facts of the ledger (FACTS, §3.7), decoded; empty without the section. Throws
+  // kCorrupt naming the table when the section does not decode.
+  std::vector<Fact> Facts() const;
 
   // The mapping (for prefetch/advice); empty when opened without mmap.
   const base::MappedFile& mapping() const noexcept { return map_; }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engram/format/journal.h"
 #include "engram/format/reader.h"
@@ -51,6 +52,13 @@ class TableView {
   }
   void DecodeRowTo(uint64_t row, std::span<float> out) const noexcept {
     base::DecodeRow(layout().dtype, RowBytes(row), ScaleBytes(row), out);
+  }
+  // The whole fact ledger: the folded facts (FACTS) then the committed fact records, oldest
+  // first. Throws kCorrupt when FACTS does not decode.
+  std::vector<Fact> Ledger() const {
+    std::vector<Fact> all = reader_->Facts();
+    all.insert(all.end(), journal_.facts.begin(), journal_.facts.end());
+    return all;
   }
 
  private:

@@ -108,16 +108,19 @@ void TableWriter::Commit(base::Reporter& reporter) {
     if (!l.canon_map.empty())
       std::memcpy(base_ + canon_.offset, l.canon_map.data(), l.canon_map.size() * 4);
   }
-  // Section table order: data sections, then CHUNK_SUMS, then PROVENANCE (last, so that a
-  // fold can rewrite it without moving anything else).
+  // Section table order: data sections, then CHUNK_SUMS, FACTS (when the ledger holds any),
+  // then PROVENANCE (last, so that a fold can rewrite it without moving anything else).
   std::vector<SectionEntry> secs;
   for (const SectionEntry* e : {&layout_sec_, &canon_, &rows_, &scales_, &tags_, &stats_})
     if (e->size) secs.push_back(*e);
   const uint64_t chunk = uint64_t{1} << opts_.chunk_log2;
   auto n_chunks = [&](uint64_t s) { return (s + chunk - 1) / chunk; };
-  SectionEntry sums, prov;
+  SectionEntry sums, facts, prov;
   sums.type = static_cast<uint32_t>(SectionType::kChunkSums);
   sums.flags = kSectionMetadata;
+  facts.type = static_cast<uint32_t>(SectionType::kFacts);
+  facts.flags = kSectionMetadata;
+  facts.size = facts_.size();
   prov.type = static_cast<uint32_t>(SectionType::kProvenance);
   prov.flags = kSectionMetadata;
   prov.size = provenance_.size();
@@ -126,11 +129,18 @@ void TableWriter::Commit(base::Reporter& reporter) {
     e.first_chunk = total_chunks;
     total_chunks += n_chunks(e.size);
   }
+  facts.first_chunk = total_chunks;
+  total_chunks += n_chunks(facts.size);
   uint64_t prov_first_chunk = total_chunks;
   total_chunks += n_chunks(prov.size);
   sums.size = total_chunks * 8;
   sums.offset = data_end_;
-  prov.offset = base::AlignUp(sums.offset + sums.size, kWriterAlign);
+  uint64_t at = sums.offset + sums.size;
+  if (facts.size) {
+    facts.offset = base::AlignUp(at, kWriterAlign);
+    at = facts.offset + facts.size;
+  }
+  prov.offset = base::AlignUp(at, kWriterAlign);
   prov.first_chunk = prov_first_chunk;
   const uint64_t file_size = base::AlignUp(prov.offset + prov.size, kSectionAlign);
 
@@ -139,6 +149,8 @@ void TableWriter::Commit(base::Reporter& reporter) {
   for (const auto& e : secs)
     ChunkChecksums(base_ + e.offset, e.size, opts_.chunk_log2, chunk_sums.data() + e.first_chunk,
                    opts_.threads);
+  ChunkChecksums(facts_.data(), facts.size, opts_.chunk_log2, chunk_sums.data() + facts.first_chunk,
+                 1);
   ChunkChecksums(reinterpret_cast<const uint8_t*>(provenance_.data()), prov.size, opts_.chunk_log2,
                  chunk_sums.data() + prov.first_chunk, 1);
   reporter.ProgressDone("checksums");
@@ -146,6 +158,8 @@ void TableWriter::Commit(base::Reporter& reporter) {
   Reserve(temp_.fd(), data_end_, file_size - data_end_, temp_.temp_path());
   base::PwriteFull(temp_.fd(), chunk_sums.data(), chunk_sums.size() * 8, sums.offset,
                    temp_.temp_path());
+  if (facts.size)
+    base::PwriteFull(temp_.fd(), facts_.data(), facts_.size(), facts.offset, temp_.temp_path());
   base::PwriteFull(temp_.fd(), provenance_.data(), provenance_.size(), prov.offset,
                    temp_.temp_path());
   // The reservation may round up; the base ends exactly at file_size.
@@ -153,6 +167,7 @@ void TableWriter::Commit(base::Reporter& reporter) {
 
   Header h;
   h.file_size = file_size;
+  h.required_flags = kReqLedger;  // v3.2: the ledger may grow in the journal (§5.7)
   h.optional_flags = (opts_.with_stats ? kOptHasStats : 0) |
                      (opts_.sketch_owners ? kOptSketchOwners : 0) | kOptCommitSlots;
   h.chunk_log2 = opts_.chunk_log2;
@@ -175,6 +190,7 @@ void TableWriter::Commit(base::Reporter& reporter) {
   h.sums_checksum = hash::Checksum64(chunk_sums.data(), chunk_sums.size() * 8);
   h.owner_tag_seed = l.owner_tag_seed;
   secs.push_back(sums);
+  if (facts.size) secs.push_back(facts);
   secs.push_back(prov);
   h.n_sections = static_cast<uint32_t>(secs.size());
   for (size_t i = 0; i < secs.size(); ++i) h.sections[i] = secs[i];

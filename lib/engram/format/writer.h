@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engram/base/file.h"
 #include "engram/base/reporter.h"
 #include "engram/format/format.h"
 #include "engram/format/layout.h"
+#include "engram/format/ledger.h"
 
 namespace engram::format {
 
@@ -50,6 +52,8 @@ class TableWriter {
 
   // JSON object text for the PROVENANCE section (§3.5).
   void SetProvenance(std::string json) { provenance_ = std::move(json); }
+  // The folded facts of the ledger (FACTS, §3.7); none by default (no section is written).
+  void SetFacts(const std::vector<Fact>& facts) { facts_ = EncodeFactsSection(facts); }
 
   // Writes metadata sections and checksums, then the header, fsyncs and renames onto the final
   // path. Throws kIo (the temp file is removed and the final path untouched).
@@ -65,6 +69,7 @@ class TableWriter {
   SectionEntry layout_sec_, canon_, rows_, scales_, tags_, stats_;
   uint64_t data_end_ = 0;
   std::string provenance_ = "{}";
+  std::basic_string<uint8_t> facts_;
 };
 
 // Reserves [offset, offset+len) of fd on disk; ENOSPC becomes a clear kIo "disk full" error.

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -18,6 +19,7 @@
 #include "engram/base/file.h"
 #include "engram/base/module_status.h"
 #include "engram/base/resource.h"
+#include "engram/format/safetensors.h"
 #include "engram/hash/addressing.h"
 #include "engram/hash/ngram_hash.h"
 #include "engram/model/setup.h"
@@ -30,10 +32,22 @@ namespace {
 
 using base::LogLevel;
 
-// One entry as token sequences: ids[0..n) with targets predicted at positions first..n-2.
+// One phrasing of a fact (or a text) as a token sequence: ids[0..n) with targets predicted at
+// positions first..n-2.
 struct Seq {
   std::vector<uint32_t> ids, canon;
   size_t first = 0;  // first position whose next token is a target
+  size_t task = 0;   // index into Fitter::tasks_
+};
+
+// A fact the fit must make (an entry of the file) or keep (a ledger fact whose rows it touches),
+// with the sequences of its phrasings.
+struct Task {
+  bool constraint = false;  // a ledger fact kept, not an entry
+  size_t entry = 0;         // entries: index into FitOptions::entries
+  size_t ledger = 0;        // constraints: index into Fitter::ledger_
+  std::vector<size_t> seqs;
+  std::vector<uint32_t> target_ids;
 };
 
 // --head-dtype: bf16 products where asked, or for "auto" where the CPU has bf16 dot-product
@@ -131,32 +145,46 @@ class Fitter {
                  "append --fit needs the model's Engram branch: the config disables it or the "
                  "model has no Engram layers");
     const format::Layout& l = s_.view->layout();
+    max_seq_ = std::min<uint32_t>(s_.mc.max_position_embeddings, 4096);
+    ledger_ = s_.view->Ledger();
+    FitResult res;
+    res.dtype = std::string(base::DTypeName(l.dtype));
+    res.ledger_facts = ledger_.size();
+    if (o_.check_only) {
+      Check(&res);
+      SortPitfalls(&res);
+      return res;
+    }
     TransformerOptions to;
     to.dtype =
         s_.cfg.model.dtype == "bf16" || s_.cfg.model.dtype == "bfloat16" ? "bfloat16" : "float32";
     to.threads = o_.run.threads;
     to.max_batch = 1;
-    to.max_seq = static_cast<int>(std::min<uint32_t>(s_.mc.max_position_embeddings, 4096));
+    to.max_seq = static_cast<int>(max_seq_);
     model_ = Transformer::Load(s_.mc, to);
-    max_seq_ = static_cast<size_t>(to.max_seq);
     rep_.Log(LogLevel::kInfo, TableLoadedLine(rr.table_seconds, 0));
-    Tokenize();
+    if (o_.ask_ledger) {
+      AskLedger(&res);
+      return res;
+    }
+    Tokenize(/*throw_on_problems=*/true);
 
     base::Stopwatch sw;
-    FitResult res;
-    res.dtype = std::string(base::DTypeName(l.dtype));
     ChooseRows(&res);
+    AddLedgerConstraints(&res);
+    BuildBatch();
     AddPreservation(&res);
-    for (size_t e = 0; e < seqs_.size(); ++e) {
-      auto& r = res.entries[e];
-      Evaluate(e, {}, &r.logprob_before, &r.greedy_before);
-    }
+    std::vector<double> lp_before(seqs_.size());
+    std::vector<std::string> greedy_before(seqs_.size());
+    for (size_t q = 0; q < seqs_.size(); ++q) Evaluate(q, {}, &lp_before[q], &greedy_before[q]);
     // Round 0 fits from the table's rows; later rounds continue from the rounded rows with a
     // wider margin when rounding to the table's dtype broke a fact.
     std::vector<float> rows = anchor_;
     std::vector<float> rounded = anchor_;
     double margin = o_.margin;
     std::vector<uint8_t> fitted_before_rounding;
+    std::vector<double> lp_after(seqs_.size());
+    std::vector<std::string> greedy_after(seqs_.size());
     for (int round = 0; round <= o_.refits; ++round) {
       if (!rows.empty()) {
         RowFitParams prm;
@@ -185,23 +213,23 @@ class Fitter {
       rounded = Round(rows);
       Overlay ov = MakeOverlay(rounded);
       size_t bad = 0;  // fitted before rounding, not after
-      for (size_t e = 0; e < seqs_.size(); ++e) {
-        auto& r = res.entries[e];
-        Evaluate(e, ov.map, &r.logprob_after, &r.greedy_after);
-        r.fitted = r.greedy_after == r.target;
-        bad += !r.fitted && e < fitted_before_rounding.size() && fitted_before_rounding[e];
+      for (size_t q = 0; q < seqs_.size(); ++q) {
+        Evaluate(q, ov.map, &lp_after[q], &greedy_after[q]);
+        const bool ok = greedy_after[q] == TargetText(q);
+        bad += !ok && q < fitted_before_rounding.size() && fitted_before_rounding[q];
       }
       // Another round only helps where rounding broke a fit; an entry the optimiser could not
       // fit within --steps is reported as it is.
       if (bad == 0 || rows.empty()) break;
       if (round < o_.refits)
         rep_.Log(LogLevel::kNote, std::to_string(bad) + " of " + std::to_string(seqs_.size()) +
-                                      " entries fitted but not reproduced after rounding to " +
+                                      " sequences fitted but not reproduced after rounding to " +
                                       res.dtype + "; fitting again with margin " + Num(margin * 2));
       rows = rounded;
       margin *= 2;
     }
     res.fit_seconds = sw.Seconds();
+    Report(lp_before, greedy_before, lp_after, greedy_after, margin, &res);
     // Rows whose stored value changes.
     const size_t D = l.row_dim;
     std::vector<uint8_t> a(l.row_stride() + l.scale_stride()), b(a.size());
@@ -245,123 +273,194 @@ class Fitter {
     return out;
   }
 
-  void Tokenize() {
+  // The target text of sequence q (what its greedy continuation must be).
+  std::string TargetText(size_t q) const {
+    const Task& t = tasks_[seqs_[q].task];
+    if (t.constraint) return ledger_[t.ledger].target;
+    // A text's target is what follows its first two tokens.
+    return o_.entries[t.entry].text ? s_.tok->Decode(t.target_ids) : o_.entries[t.entry].target;
+  }
+
+  // Entries -> tasks and sequences (one per phrasing). Problems that make an entry unfittable are
+  // collected (FILE:LINE) and thrown with throw_on_problems; --check reports them instead. Two
+  // lines giving one prompt different targets, and a prompt of a ledger fact given another
+  // target, are refused (the latter unless --force).
+  void Tokenize(bool throw_on_problems, FitResult* check = nullptr) {
     const uint32_t V = s_.mc.vocab_size;
     base::LineProblems problems(o_.entries_path);
-    auto add = [&](size_t line, std::string what) { problems.Add(line, std::move(what)); };
+    auto add = [&](size_t line, const std::string& kind, std::string what) {
+      if (check)
+        check->pitfalls.push_back({line, kind, what, true});
+      else
+        problems.Add(line, std::move(what));
+    };
     auto piece = [&](uint32_t id) { return Quote(s_.tok->Decode(std::vector<uint32_t>{id})); };
-    for (const table::FitEntry& en : o_.entries) {
-      Seq q;
-      std::vector<uint32_t> tid;
+    // Each prompt's first line and target, to find contradictions in the file.
+    std::map<std::vector<uint32_t>, std::pair<size_t, std::string>> seen_prompt;
+    std::map<std::vector<uint32_t>, size_t> ledger_prompt;  // prompt ids -> ledger index
+    for (size_t i = 0; i < ledger_.size(); ++i)
+      for (const auto& p : ledger_[i].prompts) ledger_prompt.emplace(p.ids, i);
+    for (size_t e = 0; e < o_.entries.size(); ++e) {
+      const table::FitEntry& en = o_.entries[e];
+      Task task;
+      task.entry = e;
+      std::vector<Seq> mine;
+      bool ok = true;
       if (en.text) {
         // Position 0 reads no full n-gram (nothing to fit there): the first two tokens are the
         // cue, every later token a target.
+        Seq q;
         q.ids = s_.tok->Encode(en.target);
         if (q.ids.size() < 3) {
-          add(en.line, "\"text\" is " + std::to_string(q.ids.size()) +
-                           " token(s); a text to fit needs at least 3 (its first two tokens cue "
-                           "the rest); to teach a continuation use \"prompt\" + \"target\"");
+          add(en.line, "too-short",
+              "\"text\" is " + std::to_string(q.ids.size()) +
+                  " token(s); a text to fit needs at least 3 (its first two tokens cue "
+                  "the rest); to teach a continuation use \"prompt\" + \"target\"");
           continue;
         }
-        tid.assign(q.ids.begin() + 2, q.ids.end());
+        task.target_ids.assign(q.ids.begin() + 2, q.ids.end());
         q.first = 1;
+        mine.push_back(std::move(q));
       } else {
-        q.ids = s_.tok->Encode(en.prompt);
-        tid = s_.tok->Encode(en.target);
-        if (q.ids.size() < 2) {
-          add(en.line, "\"prompt\" is " + std::to_string(q.ids.size()) +
-                           " token(s); a fact needs at least 2, because the rows fitted are "
-                           "those of the n-grams ending at the prompt's last token");
+        task.target_ids = s_.tok->Encode(en.target);
+        if (task.target_ids.empty()) {
+          add(en.line, "empty-target", "\"target\" is empty after tokenization");
           continue;
         }
-        if (tid.empty()) {
-          add(en.line, "\"target\" is empty after tokenization");
-          continue;
+        for (const std::string& prompt : en.prompts) {
+          Seq q;
+          q.ids = s_.tok->Encode(prompt);
+          if (q.ids.size() < 2) {
+            add(en.line, "too-short",
+                "the prompt " + Quote(prompt) + " is " + std::to_string(q.ids.size()) +
+                    " token(s); a fact needs at least 2, because the rows fitted are "
+                    "those of the n-grams ending at the prompt's last token");
+            ok = false;
+            continue;
+          }
+          // Contradictions: the same prompt with another target, in the file or the ledger.
+          auto [it, fresh] = seen_prompt.try_emplace(q.ids, en.line, en.target);
+          if (!fresh && it->second.second != en.target) {
+            add(en.line, "same-prompt",
+                "line " + std::to_string(it->second.first) + " gives the prompt " + Quote(prompt) +
+                    " the target " + Quote(it->second.second) + ", this line " + Quote(en.target) +
+                    ": one prompt cannot be fitted to two continuations; "
+                    "keep one line");
+            ok = false;
+          }
+          if (auto lp = ledger_prompt.find(q.ids); lp != ledger_prompt.end()) {
+            const format::Fact& f = ledger_[lp->second];
+            if (f.target != en.target && !o_.force) {
+              add(en.line, "ledger-same-prompt",
+                  "the table's ledger holds fact #" + std::to_string(f.id) + ", " + Quote(prompt) +
+                      " -> " + Quote(f.target) + "; this line gives it " + Quote(en.target) +
+                      ": fitting it would overwrite that fact (give --force "
+                      "to overwrite it deliberately; 'engramctl facts --check' then reports it)");
+              ok = false;
+            }
+          }
+          q.first = q.ids.size() - 1;
+          q.ids.insert(q.ids.end(), task.target_ids.begin(), task.target_ids.end());
+          mine.push_back(std::move(q));
         }
-        q.first = q.ids.size() - 1;
-        q.ids.insert(q.ids.end(), tid.begin(), tid.end());
       }
-      if (q.ids.size() > max_seq_) {
-        add(en.line, "prompt and target are " + std::to_string(q.ids.size()) +
-                         " tokens, more than the model's context of " + std::to_string(max_seq_) +
-                         "; shorten them");
-        continue;
-      }
-      bool ok = true;
-      for (uint32_t id : q.ids)
-        if (id >= V) {
-          add(en.line, "token id " + std::to_string(id) + " is outside the model's vocabulary");
+      for (const Seq& q : mine) {
+        if (q.ids.size() > max_seq_) {
+          add(en.line, "too-long",
+              "prompt and target are " + std::to_string(q.ids.size()) +
+                  " tokens, more than the model's context of " + std::to_string(max_seq_) +
+                  "; shorten them");
           ok = false;
           break;
         }
-      if (!ok) continue;
-      for (size_t i = 0; i < tid.size(); ++i)
-        if (!model_->CanEmit(tid[i])) {
-          add(en.line, "target token " + std::to_string(tid[i]) + " " + piece(tid[i]) +
-                           " can never be emitted: the model's output row for it is all zero "
-                           "(the token never occurs in its training text); spell the target with "
-                           "tokens the model has seen (e.g. split an invented name into common "
-                           "word pieces)");
+        for (uint32_t id : q.ids)
+          if (id >= V) {
+            add(en.line, "out-of-vocabulary",
+                "token id " + std::to_string(id) + " is outside the model's vocabulary");
+            ok = false;
+            break;
+          }
+      }
+      for (uint32_t id : task.target_ids)
+        if (!CanEmit(id)) {
+          add(en.line, "never-emitted",
+              "target token " + std::to_string(id) + " " + piece(id) +
+                  " can never be emitted: the model's output row for it is all zero "
+                  "(the token never occurs in its training text); spell the target with "
+                  "tokens the model has seen (e.g. split an invented name into common "
+                  "word pieces)");
           ok = false;
           break;
         }
-      if (!ok) continue;
-      q.canon = s_.Canonical(q.ids);
-      seqs_.push_back(std::move(q));
+      if (!ok && !check) continue;
+      for (Seq& q : mine) {
+        q.canon = s_.Canonical(q.ids);
+        q.task = tasks_.size();
+        task.seqs.push_back(seqs_.size());
+        seqs_.push_back(std::move(q));
+      }
+      tasks_.push_back(std::move(task));
     }
-    problems.ThrowIfAny([&](size_t n) {
-      return std::to_string(n) + " entr" + (n == 1 ? "y" : "ies") + " of " + o_.entries_path +
-             " cannot be fitted";
-    });
+    if (throw_on_problems)
+      problems.ThrowIfAny([&](size_t n) {
+        return std::to_string(n) + " entr" + (n == 1 ? "y" : "ies") + " of " + o_.entries_path +
+               " cannot be fitted";
+      });
   }
 
-  // The trainable rows (positions rule, --keep-frequent), their owners, the per-entry report
-  // counts, and the batch FitRows trains on.
-  void ChooseRows(FitResult* res) {
+  // Whether the model can ever emit `token` (its output row is not all zero): the loaded model
+  // when there is one, else (--check) the checkpoint's output head, read row by row.
+  bool CanEmit(uint32_t token) {
+    if (model_) return model_->CanEmit(token);
+    if (auto it = can_emit_.find(token); it != can_emit_.end()) return it->second;
+    if (!checkpoint_) checkpoint_ = format::Checkpoint::Open(s_.mc.dir);
+    const std::string want = s_.mc.tie_word_embeddings ? "embed_tokens.weight" : "lm_head.weight";
+    std::string name = checkpoint_->Has(want) ? want : "model." + want;
+    auto [file, t] = checkpoint_->Get(name);
+    const uint64_t row_bytes = t->numel() / s_.mc.vocab_size * format::StDTypeSize(t->dtype);
+    auto data = file->Data(*t);
+    bool nonzero = false;
+    if (token < s_.mc.vocab_size)
+      for (uint64_t i = 0; i < row_bytes && !nonzero; ++i) {
+        // Zero in every float format is all-zero bits, except a negative zero's sign bit.
+        const uint8_t byte = data[token * row_bytes + i];
+        const size_t width = format::StDTypeSize(t->dtype);
+        nonzero = (i % width == width - 1) ? (byte & 0x7F) != 0 : byte != 0;
+      }
+    can_emit_[token] = nonzero;
+    return nonzero;
+  }
+
+  // Rows a sequence reads (RowSource::Rows), [k][t * per + c], cached per sequence.
+  const std::vector<std::vector<uint64_t>>& SeqRows(size_t q) {
+    if (seq_rows_.size() <= q) seq_rows_.resize(seqs_.size());
+    if (seq_rows_[q].empty())
+      seq_rows_[q] = RowSource(*s_.view, s_.table_layer).Rows(seqs_[q].canon);
+    return seq_rows_[q];
+  }
+
+  // The trainable rows of sequences [q0, q1) (positions rule, --keep-frequent, --keep-busy),
+  // their owners, and (for entries) the report counts. Rows already trainable stay so.
+  void ChooseRowsOf(size_t q0, size_t q1, FitResult* res) {
     const format::Layout& l = s_.view->layout();
     const format::TableView& v = *s_.view;
-    const size_t per = l.spec.per_layer(), heads = l.spec.n_heads, D = l.row_dim;
+    const size_t per = l.spec.per_layer(), heads = l.spec.n_heads;
     const size_t K = s_.table_layer.size();
-    RowSource src(v, s_.table_layer);
     const bool stats = v.reader().has_stats();
     auto corpus_count = [&](uint64_t row) -> uint32_t {
       return stats && !v.Overlay(row) ? v.reader().Stats(row).owner_count : 0;
     };
-    // STATS counts the corpus reads of a row whatever the journal later wrote to it.
-    const uint32_t busy = stats ? BusyReads(o_.keep_busy) : 0;
-    res->busy_reads = busy;
-    std::unordered_set<uint64_t> kept;  // rows --keep-frequent or --keep-busy left alone somewhere
-    size_t T = 0;
-    for (const Seq& q : seqs_) T = std::max(T, q.ids.size());
-    const size_t B = seqs_.size();
-    batch_.batch = static_cast<int>(B);
-    batch_.T = static_cast<int>(T);
-    batch_.row_dim = static_cast<int64_t>(D);
-    batch_.tokens.assign(B * T, 0);
-    batch_.targets.assign(B * T, -1);
-    batch_.frozen.assign(K, std::vector<float>(B * T * per * D, 0.0f));
-    batch_.train_index.assign(K, std::vector<int64_t>(B * T * per, -1));
     uint32_t scratch[hash::kMaxOrder];
-    std::vector<std::vector<std::vector<uint64_t>>> seq_rows(B);  // [b][k][t * per + c]
-    for (size_t b = 0; b < B; ++b) {
+    for (size_t b = q0; b < q1; ++b) {
       const Seq& q = seqs_[b];
-      const table::FitEntry& en = o_.entries[b];  // Tokenize threw unless every entry became a Seq
-      FitEntryReport rep;
-      rep.line = en.line;
-      rep.text = en.text;
-      rep.prompt = en.text ? s_.tok->Decode(std::vector<uint32_t>(q.ids.begin(), q.ids.begin() + 2))
-                           : en.prompt;
-      rep.target = en.text ? s_.tok->Decode(std::vector<uint32_t>(q.ids.begin() + 2, q.ids.end()))
-                           : en.target;
-      rep.target_tokens = q.ids.size() - 1 - q.first;
+      const Task& task = tasks_[q.task];
+      FitEntryReport* rep = task.constraint ? nullptr : &res->entries[q.task];
+      const bool text = !task.constraint && o_.entries[task.entry].text;
       const size_t n_tok = q.ids.size();
-      for (size_t t = 0; t < n_tok; ++t) batch_.tokens[b * T + t] = q.ids[t];
-      for (size_t t = q.first; t + 1 < n_tok; ++t) batch_.targets[b * T + t] = q.ids[t + 1];
-      seq_rows[b] = src.Rows(q.canon);
-      const auto& rows = seq_rows[b];
+      const auto& rows = SeqRows(b);
       const size_t from = o_.positions == "all" ? 0 : q.first;
       std::map<std::string, uint32_t> generic;  // final n-grams that are corpus owners
-      const std::vector<uint8_t> busy_kept = BusyKept(rows, from, n_tok, busy);
+      const std::vector<uint8_t> busy_kept = BusyKept(rows, from, n_tok, busy_);
       for (size_t k = 0; k < K; ++k) {
         const size_t li = s_.table_layer[k];
         for (size_t t = from; t + 1 < n_tok; ++t)
@@ -373,19 +472,19 @@ class Fitter {
             const uint32_t tag = hash::OwnerTag(g, n, l.owner_tag_seed);
             const uint32_t owner = v.Tag(row);
             const uint32_t count = corpus_count(row);
-            if (owner == tag && count > 0 && !en.text && t == q.first) {
+            if (rep && owner == tag && count > 0 && !text && t == q.first) {
               std::string words = s_.tok->Decode(
                   std::vector<uint32_t>(q.ids.begin() + (t + 1 - n), q.ids.begin() + (t + 1)));
               generic[words] = std::max(generic[words], count);
             }
             if (o_.keep_frequent && owner == tag && count >= o_.keep_frequent) {
-              kept.insert(row);
-              ++rep.rows_kept_frequent;
+              kept_.insert(row);
+              if (rep) ++rep->rows_kept_frequent;
               continue;
             }
             if (busy_kept[k * n_tok * per + t * per + c]) {
-              kept.insert(row);
-              ++rep.rows_kept_busy;
+              kept_.insert(row);
+              if (rep) ++rep->rows_kept_busy;
               continue;
             }
             auto [it, fresh] = trainable_.try_emplace(row, static_cast<int64_t>(row_ids_.size()));
@@ -395,30 +494,342 @@ class Fitter {
               fr.layer_id = l.spec.layer_ids[li];
               fr.head = static_cast<uint32_t>(c % heads);
               fr.canon.assign(g, g + n);
-              fr.line = en.line;
+              fr.line = task.constraint ? 0 : o_.entries[task.entry].line;
               row_info_.push_back(std::move(fr));
             }
-            ++rep.rows;
+            if (!rep) continue;
+            ++rep->rows;
             if (owner != tag && owner != hash::kNoOwner && o_.keep_frequent &&
                 count >= o_.keep_frequent)
-              ++rep.rows_frequent_owner;
+              ++rep->rows_frequent_owner;
           }
       }
-      for (const auto& [words, count] : generic)
-        rep.warnings.push_back("the prompt ends with " + Quote(words) + ", seen " +
-                               std::to_string(count) +
-                               " times in the build corpus: every prompt ending that way reads "
-                               "the fitted rows; reword so the last words carry the fact's own "
-                               "name");
+      if (rep && b == task.seqs.front())
+        for (const auto& [words, count] : generic)
+          rep->warnings.push_back(
+              "the prompt ends with " + Quote(words) + ", seen " + std::to_string(count) +
+              " times in the build corpus: every prompt ending that way reads "
+              "the fitted rows; reword so the last words carry the fact's own name");
+    }
+  }
+
+  // The entries' reports and trainable rows.
+  void ChooseRows(FitResult* res) {
+    const bool stats = s_.view->reader().has_stats();
+    // STATS counts the corpus reads of a row whatever the journal later wrote to it.
+    busy_ = stats ? BusyReads(o_.keep_busy) : 0;
+    res->busy_reads = busy_;
+    for (const Task& t : tasks_) {
+      const table::FitEntry& en = o_.entries[t.entry];
+      const Seq& q = seqs_[t.seqs.front()];
+      FitEntryReport rep;
+      rep.line = en.line;
+      rep.text = en.text;
+      rep.prompt = en.text ? s_.tok->Decode(std::vector<uint32_t>(q.ids.begin(), q.ids.begin() + 2))
+                           : en.prompts.front();
+      rep.target = en.text ? s_.tok->Decode(t.target_ids) : en.target;
+      rep.phrasings = en.prompts;
+      rep.prompt_ids.assign(q.ids.begin(), q.ids.begin() + q.first + 1);
+      rep.target_ids = t.target_ids;
+      rep.target_tokens = t.target_ids.size();
       res->entries.push_back(std::move(rep));
     }
-    // Once every row is chosen (a row chosen by a later entry is read by earlier ones too).
-    for (size_t b = 0; b < B; ++b) FillSequence(src, b, seq_rows[b], seqs_[b].ids.size());
+    ChooseRowsOf(0, seqs_.size(), res);
+  }
+
+  // Ledger facts whose sequences read a row this fit trains join the batch as constraints: their
+  // own target-position rows become trainable too (the same rules), and the fit must leave them
+  // holding. Entries that already are ledger facts (the same phrasing and target) are not added
+  // twice.
+  void AddLedgerConstraints(FitResult* res) {
+    if (ledger_.empty() || row_ids_.empty()) return;
+    std::set<std::pair<std::vector<uint32_t>, std::string>> batch;  // (prompt ids, target)
+    for (const Task& t : tasks_)
+      for (size_t q : t.seqs)
+        batch.emplace(
+            std::vector<uint32_t>(seqs_[q].ids.begin(), seqs_[q].ids.begin() + seqs_[q].first + 1),
+            o_.entries[t.entry].target);
+    const size_t q0 = seqs_.size();
+    const size_t n_entry_tasks = tasks_.size();
+    for (size_t i = 0; i < ledger_.size(); ++i) {
+      const format::Fact& f = ledger_[i];
+      if (f.text_entry) continue;  // a text is not asked again (its prompt is its own start)
+      Task task;
+      task.constraint = true;
+      task.ledger = i;
+      task.target_ids = f.target_ids;
+      std::vector<Seq> mine;
+      bool touches = false, duplicate = false;
+      for (const format::FactPrompt& p : f.prompts) {
+        duplicate = duplicate || batch.count({p.ids, f.target});
+        Seq q;
+        q.ids = p.ids;
+        q.first = q.ids.size() - 1;
+        q.ids.insert(q.ids.end(), f.target_ids.begin(), f.target_ids.end());
+        if (q.ids.size() > max_seq_) continue;
+        q.canon = s_.Canonical(q.ids);
+        const auto rows = RowSource(*s_.view, s_.table_layer).Rows(q.canon);
+        for (const auto& layer : rows)
+          for (uint64_t r : layer) touches = touches || trainable_.count(r);
+        mine.push_back(std::move(q));
+      }
+      if (!touches || duplicate || mine.empty()) continue;
+      LedgerConstraint lc;
+      lc.id = f.id;
+      lc.prompt = f.prompts.front().text;
+      lc.target = f.target;
+      for (Seq& q : mine) {
+        q.task = tasks_.size();
+        task.seqs.push_back(seqs_.size());
+        seqs_.push_back(std::move(q));
+      }
+      tasks_.push_back(std::move(task));
+      res->ledger.push_back(std::move(lc));
+    }
+    if (seqs_.size() == q0) return;
+    // Which entries share rows with each constraint (for the report and the refusal).
+    std::unordered_map<uint64_t, std::set<size_t>> row_lines;  // row -> entry lines reading it
+    for (size_t t = 0; t < n_entry_tasks; ++t)
+      for (size_t q : tasks_[t].seqs)
+        for (const auto& layer : SeqRows(q))
+          for (uint64_t r : layer)
+            if (trainable_.count(r)) row_lines[r].insert(o_.entries[tasks_[t].entry].line);
+    ChooseRowsOf(q0, seqs_.size(), res);
+    for (size_t t = n_entry_tasks, c = 0; t < tasks_.size(); ++t, ++c) {
+      std::set<size_t> lines;
+      for (size_t q : tasks_[t].seqs)
+        for (const auto& layer : SeqRows(q))
+          for (uint64_t r : layer)
+            if (auto it = row_lines.find(r); it != row_lines.end())
+              lines.insert(it->second.begin(), it->second.end());
+      res->ledger[c].lines.assign(lines.begin(), lines.end());
+    }
+  }
+
+  // The batch FitRows trains on: every sequence's rows (frozen values and trainable indices),
+  // once every trainable row is chosen (a row chosen for a later sequence is read by earlier ones
+  // too), and the trainable rows' current values.
+  void BuildBatch() {
+    const format::Layout& l = s_.view->layout();
+    const size_t per = l.spec.per_layer(), D = l.row_dim;
+    const size_t K = s_.table_layer.size();
+    RowSource src(*s_.view, s_.table_layer);
+    size_t T = 0;
+    for (const Seq& q : seqs_) T = std::max(T, q.ids.size());
+    const size_t B = seqs_.size();
+    batch_.batch = static_cast<int>(B);
+    batch_.T = static_cast<int>(T);
+    batch_.row_dim = static_cast<int64_t>(D);
+    batch_.tokens.assign(B * T, 0);
+    batch_.targets.assign(B * T, -1);
+    batch_.frozen.assign(K, std::vector<float>(B * T * per * D, 0.0f));
+    batch_.train_index.assign(K, std::vector<int64_t>(B * T * per, -1));
+    for (size_t b = 0; b < B; ++b) {
+      const Seq& q = seqs_[b];
+      const size_t n_tok = q.ids.size();
+      for (size_t t = 0; t < n_tok; ++t) batch_.tokens[b * T + t] = q.ids[t];
+      for (size_t t = q.first; t + 1 < n_tok; ++t) batch_.targets[b * T + t] = q.ids[t + 1];
+      FillSequence(src, b, SeqRows(b), n_tok);
+    }
+    anchor_.resize(row_ids_.size() * D);
+    table::GatherRowsF32(*s_.view, row_ids_, anchor_.data());
+  }
+
+  // Per entry: phrasings fitted, the greedy continuations, the ledger record; per constraint:
+  // whether it held before and holds after.
+  void Report(const std::vector<double>& lp_before, const std::vector<std::string>& greedy_before,
+              const std::vector<double>& lp_after, const std::vector<std::string>& greedy_after,
+              double margin, FitResult* res) {
+    const format::Layout& l = s_.view->layout();
+    const size_t per = l.spec.per_layer(), heads = l.spec.n_heads;
+    size_t c = 0;
+    for (size_t ti = 0; ti < tasks_.size(); ++ti) {
+      const Task& t = tasks_[ti];
+      size_t ok = 0, ok_before = 0;
+      for (size_t q : t.seqs) {
+        ok += greedy_after[q] == TargetText(q);
+        ok_before += greedy_before[q] == TargetText(q);
+      }
+      if (t.constraint) {
+        LedgerConstraint& lc = res->ledger[c++];
+        lc.held_before = ok_before == t.seqs.size();
+        lc.holds_after = ok == t.seqs.size();
+        continue;
+      }
+      FitEntryReport& r = res->entries[ti];
+      const size_t q0 = t.seqs.front();
+      r.logprob_before = lp_before[q0];
+      r.logprob_after = lp_after[q0];
+      r.greedy_before = greedy_before[q0];
+      r.greedy_after = greedy_after[q0];
+      for (size_t q : t.seqs) r.greedy_phrasings.push_back(greedy_after[q]);
+      r.phrasings_fitted = ok;
+      r.fitted = ok == t.seqs.size();
+      // The ledger record: the rows it relies on are the trainable rows its target positions
+      // read.
+      const table::FitEntry& en = o_.entries[t.entry];
+      format::Fact f;
+      f.fitted = r.fitted;
+      f.text_entry = en.text;
+      f.margin = static_cast<float>(margin);
+      f.target = en.text ? s_.tok->Decode(t.target_ids) : en.target;
+      f.target_ids = t.target_ids;
+      f.line = en.line;
+      std::set<uint64_t> rows;
+      for (size_t j = 0; j < t.seqs.size(); ++j) {
+        const size_t q = t.seqs[j];
+        const Seq& s = seqs_[q];
+        format::FactPrompt p;
+        p.ids.assign(s.ids.begin(), s.ids.begin() + s.first + 1);
+        p.text = en.text ? s_.tok->Decode(p.ids) : en.prompts[j];
+        f.prompts.push_back(std::move(p));
+        const auto& sr = SeqRows(q);
+        for (size_t k = 0; k < sr.size(); ++k)
+          for (size_t pos = s.first; pos + 1 < s.ids.size(); ++pos)
+            for (size_t col = 0; col < per; ++col)
+              if (pos + 1 >= ColumnOrder(col, heads) && trainable_.count(sr[k][pos * per + col]))
+                rows.insert(sr[k][pos * per + col]);
+      }
+      f.rows.assign(rows.begin(), rows.end());
+      res->facts.push_back(std::move(f));
+    }
     res->trainable_rows = row_ids_.size();
     // A row kept where one n-gram reads it may be trained where another does: it is trainable.
-    for (uint64_t row : kept) res->kept_rows += !trainable_.count(row);
-    anchor_.resize(row_ids_.size() * D);
-    table::GatherRowsF32(v, row_ids_, anchor_.data());
+    for (uint64_t row : kept_) res->kept_rows += !trainable_.count(row);
+  }
+
+  // --check's findings in file order (the entry's tokens first).
+  static void SortPitfalls(FitResult* res) {
+    std::stable_sort(res->pitfalls.begin(), res->pitfalls.end(), [](const auto& a, const auto& b) {
+      return a.line != b.line ? a.line < b.line : !a.problem && b.problem;
+    });
+  }
+
+  // facts --check: each ledger fact's phrasings, greedy-decoded for its target's length.
+  void AskLedger(FitResult* res) {
+    base::Stopwatch sw;
+    for (size_t i = 0; i < ledger_.size(); ++i) {
+      const format::Fact& f = ledger_[i];
+      FitResult::Asked a;
+      a.fact = f;
+      Task task;
+      task.constraint = true;
+      task.ledger = i;
+      task.target_ids = f.target_ids;
+      const std::string want = f.text_entry ? s_.tok->Decode(f.target_ids) : f.target;
+      std::string first_greedy, failing_greedy;
+      bool failed = false;
+      for (const format::FactPrompt& p : f.prompts) {
+        // A fact's phrasing is its prompt; a text's is its first two tokens (its cue).
+        Seq q;
+        q.ids = p.ids;
+        q.first = f.text_entry ? 1 : q.ids.size() - 1;
+        q.ids.insert(q.ids.end(), f.target_ids.begin(), f.target_ids.end());
+        if (q.ids.size() > max_seq_) continue;
+        q.canon = s_.Canonical(q.ids);
+        q.task = tasks_.size();
+        seqs_.push_back(std::move(q));
+        double lp;
+        std::string greedy;
+        Evaluate(seqs_.size() - 1, {}, &lp, &greedy);
+        if (&p == &f.prompts.front()) first_greedy = greedy;
+        if (greedy == want) {
+          ++a.phrasings_holding;
+        } else if (!failed) {
+          failed = true;
+          failing_greedy = greedy;
+        }
+      }
+      a.greedy = failed ? failing_greedy : first_greedy;
+      tasks_.push_back(std::move(task));
+      a.holds = a.phrasings_holding == f.prompts.size();
+      res->asked.push_back(std::move(a));
+      rep_.Progress("facts --check", i + 1, ledger_.size(), "facts");
+    }
+    rep_.ProgressDone("facts --check");
+    res->fit_seconds = sw.Seconds();
+  }
+
+  // --check: every entry tokenized and every pitfall of fitting it reported, without a model.
+  void Check(FitResult* res) {
+    Tokenize(/*throw_on_problems=*/false, res);
+    const format::Layout& l = s_.view->layout();
+    const format::TableView& v = *s_.view;
+    const size_t per = l.spec.per_layer(), heads = l.spec.n_heads;
+    const bool stats = v.reader().has_stats();
+    uint32_t scratch[hash::kMaxOrder];
+    // Rows each ledger fact reads where its targets are predicted, for the shared-rows note.
+    std::unordered_map<uint64_t, std::set<size_t>> ledger_rows;  // row -> ledger indices
+    for (size_t i = 0; i < ledger_.size(); ++i)
+      for (uint64_t r : ledger_[i].rows) ledger_rows[r].insert(i);
+    for (const Task& t : tasks_) {
+      const table::FitEntry& en = o_.entries[t.entry];
+      std::string tokens;
+      for (size_t qi : t.seqs) {
+        const Seq& q = seqs_[qi];
+        tokens += tokens.empty() ? "" : "; ";
+        for (size_t i = 0; i < q.ids.size(); ++i)
+          tokens += (i == q.first + 1 ? " | "
+                     : i              ? " "
+                                      : "") +
+                    Quote(s_.tok->Decode(std::vector<uint32_t>{q.ids[i]}));
+      }
+      res->pitfalls.push_back({en.line, "tokens", tokens, false});
+      if (!en.text && !en.target.empty() && en.target.front() != ' ' &&
+          (en.prompts.front().empty() || en.prompts.front().back() != ' '))
+        res->pitfalls.push_back({en.line, "no-leading-space",
+                                 "the target " + Quote(en.target) +
+                                     " does not start with a space, so its first "
+                                     "token joins the prompt's last word (" +
+                                     Quote(en.prompts.front() + en.target) + "); write " +
+                                     Quote(" " + en.target) + " unless that is meant",
+                                 true});
+      std::set<size_t> shared;  // ledger facts whose rows this entry's targets read
+      for (size_t qi : t.seqs) {
+        const Seq& q = seqs_[qi];
+        const auto& rows = SeqRows(qi);
+        std::map<std::string, uint32_t> generic;
+        for (size_t k = 0; k < rows.size(); ++k)
+          for (size_t pos = q.first; pos + 1 < q.ids.size(); ++pos)
+            for (size_t c = 0; c < per; ++c) {
+              const uint32_t n = ColumnOrder(c, heads);
+              if (pos + 1 < n) continue;
+              const uint64_t row = rows[k][pos * per + c];
+              if (auto it = ledger_rows.find(row); it != ledger_rows.end())
+                shared.insert(it->second.begin(), it->second.end());
+              if (en.text || pos != q.first || !stats || v.Overlay(row)) continue;
+              const uint32_t* g = hash::NgramAt(l.spec, q.canon, pos, n, scratch);
+              const uint32_t count = v.Tag(row) == hash::OwnerTag(g, n, l.owner_tag_seed)
+                                         ? v.reader().Stats(row).owner_count
+                                         : 0;
+              if (count >= std::max<uint32_t>(o_.keep_frequent, 1)) {
+                std::string words = s_.tok->Decode(std::vector<uint32_t>(
+                    q.ids.begin() + (pos + 1 - n), q.ids.begin() + (pos + 1)));
+                generic[words] = std::max(generic[words], count);
+              }
+            }
+        for (const auto& [words, count] : generic)
+          res->pitfalls.push_back(
+              {en.line, "generic-ending",
+               "the prompt ends with " + Quote(words) + ", seen " + std::to_string(count) +
+                   " times in the build corpus: its rows are kept (--keep-frequent " +
+                   std::to_string(o_.keep_frequent) +
+                   "), so the fact must rest on the rows "
+                   "of its rarer words; put the fact's own name last",
+               true});
+      }
+      for (size_t i : shared) {
+        const format::Fact& f = ledger_[i];
+        if (f.target == en.target) continue;
+        res->pitfalls.push_back(
+            {en.line, "ledger-shared-rows",
+             "it reads rows that ledger fact #" + std::to_string(f.id) + " (" +
+                 Quote(f.prompts.front().text) + " -> " + Quote(f.target) +
+                 ") relies on: the two are fitted jointly, and the append is refused if both "
+                 "cannot hold (give the prompts different last words)",
+             true});
+      }
+    }
   }
 
   // --keep-busy's threshold: `factor` times the median corpus reads (STATS total_count) of the
@@ -650,6 +1061,13 @@ class Fitter {
   std::unique_ptr<Transformer> model_;
   size_t max_seq_ = 0;
   std::vector<Seq> seqs_;
+  std::vector<Task> tasks_;
+  std::vector<format::Fact> ledger_;                          // the table's ledger before this fit
+  std::vector<std::vector<std::vector<uint64_t>>> seq_rows_;  // SeqRows' cache
+  std::unordered_set<uint64_t> kept_;  // rows --keep-frequent or --keep-busy left alone somewhere
+  uint32_t busy_ = 0;                  // --keep-busy's threshold in corpus reads
+  std::unique_ptr<format::Checkpoint> checkpoint_;  // --check: the output head, read lazily
+  std::unordered_map<uint32_t, bool> can_emit_;
   RowFitBatch batch_;
   std::vector<uint64_t> row_ids_;                    // trainable rows (global row ids)
   std::unordered_map<uint64_t, int64_t> trainable_;  // row id -> its index in row_ids_

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engram/base/reporter.h"
+#include "engram/format/ledger.h"
 #include "engram/model/run.h"
 #include "engram/table/entries.h"
 
@@ -46,6 +47,15 @@ struct FitOptions {
   // After the fit, pull each target position's own rows back toward their old values as far as
   // every entry stays fitted by the margin (less collateral change, less slack for paraphrases).
   bool shrink = false;
+  // The ledger: facts of earlier fits whose rows this fit touches are fitted jointly with it and
+  // must still hold after it (FitResult::ledger). force: fit even when an entry gives a ledger
+  // fact's prompt another target (the caller then writes even if a ledger fact stops holding).
+  bool force = false;
+  // --check: tokenize and report every pitfall (FitResult::pitfalls); load no model, fit nothing.
+  bool check_only = false;
+  // `facts --check`: no entries; ask every fact of the table's ledger again through the model
+  // (FitResult::asked), fit nothing.
+  bool ask_ledger = false;
 };
 
 struct FitRow {
@@ -58,21 +68,57 @@ struct FitRow {
 struct FitEntryReport {
   size_t line = 0;
   bool text = false;
-  std::string prompt, target;
+  std::string prompt, target;                 // prompt: the first phrasing
+  std::vector<std::string> phrasings;         // every phrasing fitted (prompt first)
+  std::vector<std::string> greedy_phrasings;  // greedy continuation of each, after the fit
+  size_t phrasings_fitted = 0;                // phrasings whose greedy continuation is the target
+  std::vector<uint32_t> prompt_ids, target_ids;  // of the first phrasing
   size_t target_tokens = 0;
   double logprob_before = 0, logprob_after = 0;  // of the target given the prompt (natural log)
   std::string greedy_before, greedy_after;       // greedy continuation of target_tokens tokens
-  bool fitted = false;                           // greedy_after reproduces the target exactly
-  size_t rows = 0;                 // trainable rows this entry reads where targets are predicted
+  bool fitted = false;  // every phrasing's greedy continuation reproduces the target exactly
+  size_t rows = 0;      // trainable rows this entry reads where targets are predicted
   size_t rows_frequent_owner = 0;  // ... whose base owner is another n-gram, frequent in corpus
   size_t rows_kept_frequent = 0;   // rows of its own n-grams left alone (--keep-frequent)
   size_t rows_kept_busy = 0;       // rows left alone because the corpus reads them often
   std::vector<std::string> warnings;
 };
 
+// A fact of the table's ledger that this fit touched: it was fitted jointly, as a constraint.
+struct LedgerConstraint {
+  uint64_t id = 0;
+  std::string prompt, target;  // its first phrasing
+  bool held_before = false;    // it held before this fit
+  bool holds_after = false;    // ... and after it (rounded to the table's dtype)
+  std::vector<size_t> lines;   // the entries whose rows it shares
+};
+
+// Something about an entry that fitting would trip on (--check), or a note.
+struct FitPitfall {
+  size_t line = 0;
+  std::string kind;     // never-emitted | no-leading-space | generic-ending | same-prompt |
+                        // ledger-same-prompt | ledger-shared-rows | too-long | tokens
+  std::string message;  // what it is, with the values, and what to change
+  bool problem = true;  // false: information (the entry's tokens)
+};
+
 struct FitResult {
   std::vector<FitRow> rows;  // rows whose stored value changes
   std::vector<FitEntryReport> entries;
+  // One ledger record per entry (same order): phrasings, target, margin, the rows it relies on.
+  std::vector<format::Fact> facts;
+  std::vector<LedgerConstraint> ledger;  // ledger facts fitted jointly with this batch
+  size_t ledger_facts = 0;               // facts in the table's ledger before this fit
+  std::vector<FitPitfall> pitfalls;      // --check
+  // ask_ledger: every ledger fact, held_before = it holds now; greedy: what the model says after
+  // its first phrasing that fails (or the first).
+  struct Asked {
+    format::Fact fact;
+    bool holds = false;
+    size_t phrasings_holding = 0;
+    std::string greedy;
+  };
+  std::vector<Asked> asked;
   size_t trainable_rows = 0, kept_rows = 0;  // kept: by --keep-frequent or --keep-busy
   uint32_t busy_reads = 0;  // --keep-busy's threshold in corpus reads a row (0 = off)
   int steps = 0, rounds = 0;

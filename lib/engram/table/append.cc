@@ -369,8 +369,8 @@ std::string NonFiniteProblem(const format::Layout& l, const std::vector<float>& 
 
 std::string AppendResult::ToJson() const {
   std::ostringstream os;
-  os << "{\"entries\":" << entries << ",\"records\":" << records << ",\"bytes\":" << bytes
-     << ",\"journal_entries_before\":" << journal_entries_before
+  os << "{\"entries\":" << entries << ",\"records\":" << records << ",\"facts\":" << facts
+     << ",\"bytes\":" << bytes << ",\"journal_entries_before\":" << journal_entries_before
      << ",\"tail_truncated\":" << tail_truncated << ",\"seconds\":" << seconds
      << ",\"displaced\":[";
   for (size_t i = 0; i < displaced.size(); ++i) {
@@ -472,7 +472,7 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
       pr.Add(e.line, "head " + std::to_string(e.head) + " does not exist (heads 0.." +
                          std::to_string(layout.spec.n_heads - 1) + ")");
   }
-  if (entries.empty() && pr.empty()) pr.Add(0, "no entries");
+  if (entries.empty() && pr.empty() && !(o.facts && !o.facts->empty())) pr.Add(0, "no entries");
   pr.ThrowIfAny();
   res.entries = entries.size();
   std::vector<uint32_t> first_token;
@@ -578,16 +578,33 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
     }
     batch[r.row] = static_cast<uint32_t>(i);
   }
+  const size_t n_facts = o.facts ? o.facts->size() : 0;
+  ENGRAM_CHECK(n_facts == 0 || (view->reader().header().required_flags & format::kReqLedger),
+               Code::kInvalidArgument,
+               o.table << " is a format " << view->reader().header().version_major << "."
+                       << view->reader().header().version_minor
+                       << " table, which has no fact ledger to record the facts of append --fit "
+                          "(later fits keep ledger facts); run 'engramctl sort-buckets "
+                       << o.table << "' once to upgrade it to format 3.2; nothing was written");
   std::basic_string<uint8_t> buf;
-  std::vector<uint64_t> sums(records.size());
+  std::vector<uint64_t> sums(records.size() + n_facts);
   const uint64_t seed = view->reader().header().header_checksum;
   for (size_t i = 0; i < records.size(); ++i)
     format::AppendEntryRecord(&buf, js.next_seq + i, seed, records[i], now, &sums[i]);
+  const uint64_t now_unix = base::UnixNow();
+  for (size_t i = 0; i < n_facts; ++i) {
+    format::Fact f = (*o.facts)[i];
+    f.id = js.next_seq + records.size() + i;  // the record's seq: stable across folds
+    f.created_unix = now_unix;
+    format::AppendFactRecord(&buf, f.id, seed, f, &sums[records.size() + i]);
+    res.fact_ids.push_back(f.id);
+  }
+  const size_t n_records = records.size() + n_facts;
   uint64_t commit_sum = 0;
-  format::AppendCommitRecord(&buf, js.next_seq + records.size(), seed, js.next_seq, records.size(),
-                             base::UnixNow(), hash::Checksum64(sums.data(), sums.size() * 8),
-                             &commit_sum);
+  format::AppendCommitRecord(&buf, js.next_seq + n_records, seed, js.next_seq, n_records, now_unix,
+                             hash::Checksum64(sums.data(), sums.size() * 8), &commit_sum);
   res.records = records.size();
+  res.facts = n_facts;
   res.bytes = buf.size();
   res.tail_truncated = js.tail_bytes();
   if (o.dry_run) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engram/base/reporter.h"
+#include "engram/format/ledger.h"
 
 namespace engram::table {
 
@@ -29,6 +30,9 @@ struct AppendOptions {
   // When set, these entries are written instead of reading `entries` (append --fit computes
   // them); `entries` still names the file in messages.
   const std::vector<PreparedEntry>* prepared = nullptr;
+  // Facts to record in the ledger (append --fit): fact records after the entry records, in the
+  // same batch. Refused (kInvalidArgument, naming the fix) for a table without the ledger flag.
+  const std::vector<format::Fact>* facts = nullptr;
 };
 
 struct Displaced {
@@ -50,8 +54,10 @@ struct NgramTokens {
 };
 
 struct AppendResult {
-  size_t entries = 0;  // input entries
-  size_t records = 0;  // journal records written (one per targeted row)
+  size_t entries = 0;              // input entries
+  size_t records = 0;              // journal records written (one per targeted row)
+  size_t facts = 0;                // fact records written (append --fit's ledger)
+  std::vector<uint64_t> fact_ids;  // their ids (the records' seq), in the order given
   uint64_t bytes = 0;
   uint64_t journal_entries_before = 0;
   uint64_t tail_truncated = 0;  // uncommitted bytes dropped before writing

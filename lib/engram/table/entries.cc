@@ -77,10 +77,11 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
   };
   auto on_entry = [&](size_t line_no, const base::Json& j) {
     const base::Json* prompt = j.Find("prompt");
+    const base::Json* prompts = j.Find("prompts");
     const base::Json* target = j.Find("target");
     const base::Json* txt = j.Find("text");
     if (HasValue(j)) {
-      if (prompt || target)
+      if (prompt || prompts || target)
         add(line_no,
             "an entry with \"prompt\"/\"target\" is fitted, its value computed: remove "
             "\"value\"/\"value_ref\" (or drop \"prompt\"/\"target\" to store the value "
@@ -95,22 +96,53 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
     }
     bool ok = true;
     for (const auto& [k, v] : j.members())
-      if (k != "prompt" && k != "target" && k != "text" && k != "note") {
+      if (k != "prompt" && k != "prompts" && k != "target" && k != "text" && k != "note") {
         add(line_no, "unknown key \"" + k +
-                         "\" in an entry to fit (known: prompt, target, text, "
+                         "\" in an entry to fit (known: prompt, prompts, target, text, "
                          "note; \"ids\"/\"layer\"/\"head\" need a \"value\")");
         ok = false;
       }
     if (!ok) return;
     FitEntry en;
     en.line = line_no;
-    if (prompt || target) {
+    if (prompt || prompts || target) {
       if (txt) {
         add(line_no, "give either \"prompt\" + \"target\" (a fact) or \"text\", not both");
         return;
       }
-      if (!prompt || !prompt->is_string() || prompt->as_string().empty()) {
-        add(line_no, "a fact needs a non-empty \"prompt\" string");
+      if (prompt && prompts) {
+        add(line_no,
+            "give \"prompt\" (one phrasing) or \"prompts\" (several phrasings of one fact), "
+            "not both");
+        return;
+      }
+      if (prompt) {
+        if (!prompt->is_string() || prompt->as_string().empty()) {
+          add(line_no, "a fact needs a non-empty \"prompt\" string");
+          return;
+        }
+        en.prompts.push_back(prompt->as_string());
+      } else if (prompts) {
+        if (!prompts->is_array() || prompts->items().empty() ||
+            prompts->items().size() > kMaxPhrasings) {
+          add(line_no, "\"prompts\" must be an array of 1 to " + std::to_string(kMaxPhrasings) +
+                           " non-empty strings, the phrasings of one fact");
+          return;
+        }
+        for (const auto& p : prompts->items()) {
+          if (!p.is_string() || p.as_string().empty()) {
+            add(line_no, "\"prompts\" must hold non-empty strings (the phrasings of one fact)");
+            return;
+          }
+          for (const auto& seen : en.prompts)
+            if (seen == p.as_string()) {
+              add(line_no, "\"prompts\" holds \"" + seen + "\" twice");
+              return;
+            }
+          en.prompts.push_back(p.as_string());
+        }
+      } else {
+        add(line_no, "a fact needs a \"prompt\" (or \"prompts\") beside its \"target\"");
         return;
       }
       if (!target || !target->is_string() || target->as_string().empty()) {
@@ -119,7 +151,6 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
             "after the prompt, usually starting with a space)");
         return;
       }
-      en.prompt = prompt->as_string();
       en.target = target->as_string();
     } else if (txt) {
       if (!txt->is_string() || txt->as_string().empty()) {
@@ -134,7 +165,9 @@ EntriesToFit ReadEntriesToFit(const std::string& path, bool fit_requested) {
           "\"value\"");
       return;
     }
-    if (!base::IsValidUtf8(en.prompt) || !base::IsValidUtf8(en.target)) {
+    bool utf8 = base::IsValidUtf8(en.target);
+    for (const auto& p : en.prompts) utf8 = utf8 && base::IsValidUtf8(p);
+    if (!utf8) {
       add(line_no, "the entry is not valid UTF-8");
       return;
     }

@@ -43,13 +43,17 @@ void ForEachEntry(
 // without one is fitted (append --fit computes its rows).
 bool HasValue(const base::Json& entry);
 
-// One entry to fit: a fact (the model should continue `prompt` with `target`) or a text
-// (text = true, in `target`: the model should find it likely).
+// One entry to fit: a fact (the model should continue each of `prompts`, its phrasings, with
+// `target`) or a text (text = true, in `target`, no prompts: the model should find it likely).
 struct FitEntry {
   size_t line = 0;
-  std::string prompt, target;
+  std::vector<std::string> prompts;  // "prompt", or the phrasings of "prompts"
+  std::string target;
   bool text = false;
 };
+
+// Most phrasings one fact may have ("prompts").
+inline constexpr size_t kMaxPhrasings = 16;
 
 // An entries file read for append: the entries to fit and how many lines carry values. Throws
 // kInvalidArgument listing every bad line (FILE:LINE: problem): a fit entry with a value, a

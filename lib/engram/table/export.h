@@ -16,7 +16,7 @@ struct ExportOptions {
   std::string tensor = "engram.table.weight";  // "{layer}" = one tensor per Engram layer
   std::string scale_tensor = "engram.table.scale";  // fp8 tables only
   bool scale_tensor_given = false;  // --scale-tensor was given: refused for a table without scales
-  uint64_t max_shard_bytes = 0;                     // > 0: shard files of at most this size + index
+  uint64_t max_shard_bytes = 0;     // > 0: shard files of at most this size + index
 };
 
 struct ExportResult {

@@ -71,7 +71,11 @@ FoldResult SortBuckets(const FoldOptions& o, base::Reporter& reporter) {
   auto view = format::TableView::Open(table, vo);
   const format::JournalState& js = view->journal();
   res.entries = js.committed.size();
-  if (js.committed.empty() && o.output.empty() && js.tail_bytes() == 0) {
+  // A table without the ledger flag (format 3.0/3.1) is rewritten, even with an empty journal:
+  // the new base is format 3.2 and can record the facts of append --fit.
+  const bool upgrade = !(view->reader().header().required_flags & format::kReqLedger);
+  if (js.committed.empty() && js.facts.empty() && o.output.empty() && js.tail_bytes() == 0 &&
+      !upgrade) {
     res.nothing_to_do = true;
     res.seconds = sw.Seconds();
     return res;
@@ -115,6 +119,10 @@ FoldResult SortBuckets(const FoldOptions& o, base::Reporter& reporter) {
     // owner_count 0 marks an owner set by append (it has no corpus count); totals stay.
     if (w.stats()) base::StoreLE<uint32_t>(w.stats() + e.row * format::kStatsRowSize, 0);
   }
+  const std::vector<format::Fact> ledger = view->Ledger();
+  w.SetFacts(ledger);  // folded facts stay in the ledger (FACTS, §3.7)
+  res.facts = ledger.size();
+  res.upgraded = upgrade;
   w.SetProvenance(FoldedProvenance(r.provenance(), res.entries));
   reporter.Progress("fold", 3, 4, "steps");
   w.Commit(reporter);

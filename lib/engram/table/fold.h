@@ -22,7 +22,9 @@ struct FoldResult {
   std::string output;
   uint64_t entries = 0;  // committed journal entries folded
   uint64_t rows = 0;     // distinct rows they wrote (last writer wins)
+  uint64_t facts = 0;    // facts the ledger holds after the fold
   bool nothing_to_do = false;
+  bool upgraded = false;  // the table was format 3.0/3.1 (no ledger) and is now 3.2
   double seconds = 0;
 };
 

@@ -70,6 +70,9 @@ InspectInfo Inspect(const std::string& path, const InspectOptions& opts) {
     in.journal_commits = js.n_commits;
     in.journal_bytes = js.committed_end - js.start;
     in.journal_tail_bytes = js.tail_bytes();
+    in.has_ledger = (h.required_flags & format::kReqLedger) != 0;
+    in.ledger_journal = js.n_facts;
+    in.ledger_folded = r->Facts().size();
   }
   if (opts.stats) {
     in.stats_scanned = true;
@@ -163,6 +166,9 @@ std::string InspectInfo::ToText() const {
        << (journal_tail_bytes ? ", uncommitted tail " + base::FormatBytes(journal_tail_bytes)
                               : std::string())
        << (journal_entries ? "; run 'engramctl sort-buckets' to fold them" : "") << "\n";
+  if (has_ledger)
+    os << "ledger:       " << ledger_folded + ledger_journal << " fact(s) (" << ledger_folded
+       << " folded, " << ledger_journal << " in the journal); 'engramctl facts' lists them\n";
   os << "sections:\n";
   for (const auto& s : sections)
     os << "  " << s.name << std::string(12 - std::min<size_t>(11, s.name.size()), ' ') << "offset "
@@ -234,6 +240,8 @@ std::string InspectInfo::ToJson() const {
   os << "],\"journal\":{\"entries\":" << journal_entries << ",\"commits\":" << journal_commits
      << ",\"bytes\":" << journal_bytes << ",\"tail_bytes\":" << journal_tail_bytes
      << ",\"deterministic\":" << (journal_entries == 0 ? "true" : "false") << "}";
+  if (has_ledger)
+    os << ",\"ledger\":{\"folded\":" << ledger_folded << ",\"journal\":" << ledger_journal << "}";
   if (stats_scanned) {
     os << ",\"stats\":{\"owned_rows\":" << owned_rows << ",\"collided_rows\":" << collided_rows
        << ",\"occurrences\":" << occurrences << ",\"owner_occurrences\":" << owner_occurrences

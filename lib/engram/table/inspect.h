@@ -40,6 +40,9 @@ struct InspectInfo {
   std::string owner_mode;
   // journal
   uint64_t journal_entries = 0, journal_commits = 0, journal_bytes = 0, journal_tail_bytes = 0;
+  // the fact ledger (format 3.2 tables only)
+  bool has_ledger = false;
+  uint64_t ledger_folded = 0, ledger_journal = 0;
   std::string provenance;  // JSON text
   // --stats
   bool stats_scanned = false;

@@ -514,6 +514,13 @@ VerifyReport Verify(const std::string& path, const VerifyOptions& o, base::Repor
           std::to_string(stats.bad) + " rows have inconsistent statistics (first: row " +
               std::to_string(stats.first) + ")");
     if (!suspect_rows.empty()) ReportNonFiniteRows(*reader, suspect_rows, &rep);
+    // The ledger's folded facts must decode (their bytes passed their checksums at open).
+    try {
+      reader->Facts();
+    } catch (const Error& e) {
+      const format::SectionEntry* s = reader->FindSection(format::SectionType::kFacts);
+      Add(&rep, s ? s->offset : 0, s ? s->size : 0, "section FACTS", Code::kCorrupt, e.what());
+    }
     for (const format::NonFiniteRecord& e : js.non_finite)
       Add(&rep, e.offset, 0, "journal", Code::kCorrupt,
           "the journal record at offset " + std::to_string(e.offset) + " (layer " +

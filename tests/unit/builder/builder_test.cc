@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 
+#include "../test_util.h"
 #include "engram/base/error.h"
 #include "engram/base/json.h"
 #include "engram/builder/build.h"
@@ -18,17 +19,15 @@
 #include "engram/table/gather.h"
 #include "engram/table/inspect.h"
 #include "engram/table/verify.h"
-#include "../test_util.h"
 
 using namespace engram;
 using namespace engram::table;
 using namespace engram::format;
 using namespace engram::builder;
-using engram::testing::TempDir;
 using engram::testing::BigramSpec;
 using engram::testing::OpenError;
+using engram::testing::TempDir;
 using engram::testing::WriteTable;
-
 
 TEST_CASE("NgramCounter counts exactly across its in-place doublings") {
   // From 16 slots to 2^17: every doubling (clusters that wrap past the end included) must keep

@@ -8,12 +8,12 @@
 #include <cstring>
 #include <random>
 
+#include "../test_util.h"
 #include "engram/base/error.h"
 #include "engram/builder/build.h"
 #include "engram/format/reader.h"
 #include "engram/table/inspect.h"
 #include "engram/table/verify.h"
-#include "../test_util.h"
 
 using namespace engram;
 using namespace engram::table;

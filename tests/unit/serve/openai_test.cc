@@ -1,19 +1,19 @@
 // serve's OpenAI request parsing and reply shapes (engram::serve, openai.cc): what a completion
 // or chat body becomes, what is refused with a message, and the reply JSON.
+#include "engram/serve/openai.h"
+
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
-
-#include "engram/serve/openai.h"
 
 using namespace engram::serve;
 using nlohmann::json;
 
 TEST_CASE("a completion body becomes a request with OpenAI's defaults") {
   Job job;
-  CHECK(ParseRequest(R"({"prompt":"The jury said","max_tokens":5,"temperature":0,"seed":7})",
-                     false, &job) == "");
+  CHECK(ParseRequest(R"({"prompt":"The jury said","max_tokens":5,"temperature":0,"seed":7})", false,
+                     &job) == "");
   CHECK(job.req.prompt == "The jury said");
   CHECK(job.req.max_tokens == 5);
   CHECK(job.req.temperature == 0);

@@ -1,13 +1,14 @@
 // The tokenizer (engram::tokenizer) on the small GPT-2-style tokenizer of tests/data: byte-level
 // BPE merges, decoding, added tokens, invalid UTF-8, and the canonical-id compression (DESIGN §2).
 // Parity with Hugging Face tokenizers on real text is tests/tokenizer_parity.
+#include "engram/tokenizer/tokenizer.h"
+
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
 #include "engram/tokenizer/canonical.h"
-#include "engram/tokenizer/tokenizer.h"
 
 using namespace engram::tokenizer;
 
@@ -49,9 +50,14 @@ TEST_CASE("invalid UTF-8 is replaced by U+FFFD before tokenizing, and counted") 
   const Tokenizer& t = Tiny();
   Encoder enc(t);
   size_t replaced = 0;
-  const std::vector<uint32_t> ids = enc.Encode("a\xff" "b\xe6", false, &replaced);
+  const std::vector<uint32_t> ids = enc.Encode(
+      "a\xff"
+      "b\xe6",
+      false, &replaced);
   CHECK(replaced == 2);
-  CHECK(t.Decode(ids) == " a\xEF\xBF\xBD" "b\xEF\xBF\xBD");
+  CHECK(t.Decode(ids) ==
+        " a\xEF\xBF\xBD"
+        "b\xEF\xBF\xBD");
 }
 
 TEST_CASE("canonical keys: NFKC, accents stripped, lowercase, whitespace collapsed") {
