@@ -65,6 +65,18 @@ std::optional<engram::config::Config> LoadConfigIfAny(const std::string& path,
   return c;
 }
 
+void AddTableFlags(CLI::App* s, std::string* table, std::string* config_path) {
+  s->add_option("table", *table, "Table file (default: [engram.table] path of --config)");
+  s->add_option("--config", *config_path, "config.toml naming the table ([engram.table] path)");
+}
+
+void ResolveTable(std::string* table, const std::string& config_path, engram::base::Reporter& r) {
+  if (table->empty())
+    if (auto cfg = LoadConfigIfAny(config_path, r)) *table = cfg->table.path;
+  ENGRAM_CHECK(!table->empty(), engram::Code::kInvalidArgument,
+               "no table given; name one or use --config");
+}
+
 std::string TokenizerFromConfig(const engram::config::Config& c) {
   if (!c.model.tokenizer.empty()) return c.model.tokenizer;
   if (!c.model.path.empty()) return c.model.path + "/tokenizer.json";

@@ -49,6 +49,13 @@ int& CommandExit();
 std::optional<engram::config::Config> LoadConfigIfAny(const std::string& path,
                                                       engram::base::Reporter& r,
                                                       bool show_notes = false);
+// Adds the positional TABLE (optional) and --config to a command that reads one table; call
+// ResolveTable in its callback.
+void AddTableFlags(CLI::App* app, std::string* table, std::string* config_path);
+// The table a command works on: TABLE when given, else [engram.table] path of --config (and
+// ENGRAM_TABLE_PATH over it); kInvalidArgument when neither names one.
+void ResolveTable(std::string* table, const std::string& config_path, engram::base::Reporter& r);
+
 // The tokenizer a config names: [model] tokenizer, else <[model] path>/tokenizer.json, else "".
 std::string TokenizerFromConfig(const engram::config::Config& c);
 

@@ -313,15 +313,15 @@ void AddAppendCommand(CLI::App& app) {
   s->add_option("--steps", f->fo.steps, "Fit: most optimiser steps per round")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  s->add_option("--lr", f->fo.lr, "Fit: Adam learning rate")
-      ->check(CLI::PositiveNumber)
+  s->add_option("--lr", f->fo.lr, "Fit: the optimiser's learning rate")
+      ->check(NumberIn(0, 100, false))
       ->capture_default_str();
   s->add_option("--l2", f->fo.l2, "Fit: penalty on the squared change of the rows")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NumberIn(0, 1e12))
       ->capture_default_str();
   s->add_option("--margin", f->fo.margin,
                 "Fit: a fact is fitted when each target token's logit leads the runner-up by this")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NumberIn(0, 1e12))
       ->capture_default_str();
   s->add_option(
        "--refits", f->fo.refits,
@@ -335,7 +335,7 @@ void AddAppendCommand(CLI::App& app) {
   s->add_option("--keep-busy", f->fo.keep_busy,
                 "Fit: leave rows the build corpus reads at least this many times as often as "
                 "the table's median row untouched (STATS; 0 = edit them too)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NumberIn(0, 1e12))
       ->capture_default_str();
   s->add_option("--head-dtype", f->fo.head_dtype,
                 "Fit: the output head's products in the optimiser loop: bf16 operands with f32 "
@@ -351,7 +351,7 @@ void AddAppendCommand(CLI::App& app) {
                 "Fit: text (one document a line, e.g. the build corpus) whose contexts that read "
                 "the fitted rows keep their next-token distributions (KL to the unedited model)");
   s->add_option("--preserve-weight", f->fo.keep, "Fit: weight of the --preserve KL term")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NumberIn(0, 1e12))
       ->capture_default_str();
   s->add_option("--preserve-contexts", f->fo.preserve_contexts,
                 "Fit: most --preserve contexts taken (each holds the unedited model's next-token "
@@ -367,7 +367,7 @@ void AddAppendCommand(CLI::App& app) {
                 "Fit: held-out text scored before and after (perplexity)");
   s->add_option("--max-ppl-increase", f->max_ppl_increase,
                 "Fit: write nothing if --check-corpus perplexity rises by more than PCT percent")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NumberIn(0, 1e12));
   s->add_option("-t,--threads", f->fo.run.threads, "Fit: threads (default: all cores)");
   s->add_flag("--check", f->fo.check_only,
               "Fit: report each entry's tokens and every pitfall (target tokens the model never "
@@ -391,8 +391,11 @@ void AddAppendCommand(CLI::App& app) {
     ENGRAM_CHECK(!(st && f->fit), engram::Code::kInvalidArgument,
                  "--fit reads JSON Lines entries {\"prompt\", \"target\"} or {\"text\"}; "
                      << f->o.entries << " is a safetensors file of rows");
+    // Entries are read twice (what kind they are, then the entries): a pipe is read once into a
+    // temporary file first (--entries <(cmd)), and messages name that copy.
+    engram::base::SpooledInput in(f->o.entries, 16ull << 30);
+    if (in.spooled()) f->o.entries = in.path();
     if (!st) {
-      engram::base::RequireNotPipe(f->o.entries);
       auto ef = engram::table::ReadEntriesToFit(f->o.entries, f->fit);
       if (!ef.fit.empty()) {
         AppendFitted(*f, std::move(ef.fit), cfg.has_value(), rep);

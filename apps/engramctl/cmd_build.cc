@@ -123,6 +123,7 @@ void Run(BuildFlags& f) {
 void AddMergeCommand(CLI::App& app) {
   auto mo = std::make_shared<engram::builder::MergeOptions>();
   auto memory = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
   CLI::App* s = app.add_subcommand(
       "merge", "Combine the partial summaries of a sharded build into the table");
   s->add_option("parts", mo->parts,
@@ -139,12 +140,22 @@ void AddMergeCommand(CLI::App& app) {
   s->add_option("--temp-dir", mo->temp_dir,
                 "Where merge rounds write temporary parts (default: next to the output)");
   s->add_option("-t,--threads", mo->threads, "Threads (default: all cores)");
-  s->callback([mo, memory] {
+  s->add_flag("--json", *json, "Print the result as JSON on stdout");
+  s->callback([mo, memory, json] {
     StderrReporter rep;
     engram::base::Stopwatch sw;
     mo->command_line = CommandLine();
     if (!memory->empty()) mo->memory_bytes = engram::base::ParseSize(*memory, "--memory", 'K');
     engram::builder::BuildResult r = engram::builder::Merge(*mo, rep);
+    if (*json) {
+      PrintStdout("{\"output\":" + engram::base::JsonString(mo->output) +
+                  ",\"partial\":" + (mo->partial ? "true" : "false") + ",\"parts\":" +
+                  std::to_string(mo->parts.size()) + ",\"tokens\":" + std::to_string(r.tokens) +
+                  ",\"rows\":" + std::to_string(mo->partial ? 0 : r.layout.total_rows) +
+                  ",\"owned_rows\":" + std::to_string(r.owned_rows) +
+                  ",\"seconds\":" + std::to_string(sw.Seconds()) + "}");
+      return;
+    }
     if (mo->partial) {
       rep.Log(engram::base::LogLevel::kInfo,
               "merged " + std::to_string(mo->parts.size()) + " parts into part " + mo->output +

@@ -8,18 +8,20 @@ namespace engramctl {
 
 void AddInspectCommand(CLI::App& app) {
   struct Flags {
-    std::string table;
+    std::string table, config_path;
     bool json = false;
     engram::table::InspectOptions o;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* s = app.add_subcommand(
       "inspect", "Show a table's header, layout, sizes, addressing, checksums and journal");
-  s->add_option("table", f->table, "Table file")->required();
+  AddTableFlags(s, &f->table, &f->config_path);
   s->add_flag("--stats", f->o.stats,
               "Also scan owners and statistics: occupancy, collision rate, load histogram");
   s->add_flag("--json", f->json, "Print JSON");
   s->callback([f] {
+    StderrReporter rep;
+    ResolveTable(&f->table, f->config_path, rep);
     engram::table::InspectInfo info = engram::table::Inspect(f->table, f->o);
     PrintStdout(f->json ? info.ToJson() : info.ToText());
   });

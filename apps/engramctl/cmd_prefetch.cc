@@ -11,14 +11,14 @@ namespace engramctl {
 
 void AddPrefetchCommand(CLI::App& app) {
   struct Flags {
-    std::string table;
+    std::string table, config_path;
     bool status = false, lock = false, evict = false, json = false;
     int threads = 0;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* s = app.add_subcommand(
       "prefetch", "Make a table resident in host memory (page cache) before serving");
-  s->add_option("table", f->table, "Table file")->required();
+  AddTableFlags(s, &f->table, &f->config_path);
   s->add_flag("--status", f->status, "Only report residency (mincore), per section");
   s->add_flag("--lock", f->lock,
               "Warm, then pin the table in memory (mlock) until interrupted, like vmtouch -l");
@@ -27,6 +27,7 @@ void AddPrefetchCommand(CLI::App& app) {
   s->add_flag("--json", f->json, "Print JSON");
   s->callback([f] {
     StderrReporter rep;
+    ResolveTable(&f->table, f->config_path, rep);
     ENGRAM_CHECK(f->status + f->lock + f->evict <= 1, engram::Code::kInvalidArgument,
                  "--status, --lock and --evict exclude each other");
     if (f->status) {

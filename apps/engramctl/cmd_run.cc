@@ -108,7 +108,8 @@ void AddRunCommand(CLI::App& app) {
                 "Recent tokens (prompt included) the repeat penalty covers; -1 = all, 0 = off")
       ->capture_default_str()
       ->check(AtLeast(-1, "-1 (all), 0 (off) or more"));
-  s->add_option("--temp", f->o.temperature, "Sampling temperature (0 = greedy)")
+  s->add_option("--temp", f->o.temperature,
+                "Sampling temperature (0, or anything below 0.001, = greedy)")
       ->capture_default_str();
   s->add_option("--top-k", f->o.top_k, "Top-k sampling (0 = off)")->capture_default_str();
   s->add_option("--top-p", f->o.top_p, "Top-p (nucleus) sampling (1 = off)")->capture_default_str();
@@ -137,9 +138,10 @@ void AddRunCommand(CLI::App& app) {
     }
     if (!f->prompt.empty()) o.prompts.push_back(f->prompt);
     std::string text;
-    if (!f->file.empty())
-      text = engram::base::ReadFileToString(f->file, 1ull << 32);
-    else if (f->prompt.empty())
+    if (!f->file.empty()) {
+      engram::base::SpooledInput in(f->file, 1ull << 32);  // -f <(cmd) works too
+      text = engram::base::ReadFileToString(in.path(), 1ull << 32);
+    } else if (f->prompt.empty())
       text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     for (size_t p = 0, q; p < text.size(); p = q + 1) {
       q = text.find('\n', p);

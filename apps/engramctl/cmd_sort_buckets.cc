@@ -11,12 +11,13 @@ void AddSortBucketsCommand(CLI::App& app) {
   struct Flags {
     engram::table::FoldOptions o;
     bool no_wait = false, json = false;
+    std::string config_path;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* s = app.add_subcommand("sort-buckets",
                                    "Fold the journal into the base in bucket order (deterministic "
                                    "addressing again); idempotent");
-  s->add_option("table", f->o.table, "Table file")->required();
+  AddTableFlags(s, &f->o.table, &f->config_path);
   s->add_option("-o,--output", f->o.output,
                 "Write the folded table here instead of replacing TABLE");
   s->add_flag("--no-wait", f->no_wait, "Fail at once if another writer holds the table's lock");
@@ -24,6 +25,7 @@ void AddSortBucketsCommand(CLI::App& app) {
   s->add_flag("--json", f->json, "Print the result as JSON");
   s->callback([f] {
     StderrReporter rep;
+    ResolveTable(&f->o.table, f->config_path, rep);
     f->o.wait = !f->no_wait;
     engram::table::FoldResult r = engram::table::SortBuckets(f->o, rep);
     if (f->json) {

@@ -2,6 +2,7 @@
 #include "flags.h"
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <sstream>
 
 #include "engram/base/dtype.h"
@@ -76,6 +77,25 @@ void ApplyLayoutFlags(const LayoutFlags& f, engram::format::LayoutRequest* r) {
                  "--dtype " << f.dtype << ": use f32, bf16, f16 or fp8-e4m3");
     r->dtype = *dt;
   }
+}
+
+CLI::Validator NumberIn(double lo, double hi, bool lo_inclusive) {
+  return CLI::Validator(
+      [lo, hi, lo_inclusive](std::string& v) -> std::string {
+        double x = 0;
+        if (!CLI::detail::lexical_cast(v, x)) return "";  // the option's own parse reports it
+        auto num = [](double d) {
+          std::ostringstream os;
+          os << d;
+          return os.str();
+        };
+        if (!std::isfinite(x)) return "must be a finite number, not " + v;
+        if (lo_inclusive ? x < lo : x <= lo)
+          return "is " + v + "; it must be " + (lo_inclusive ? "at least " : "above ") + num(lo);
+        if (x > hi) return "is " + v + "; it must be at most " + num(hi);
+        return "";
+      },
+      "", "");
 }
 
 void AddModelFlags(CLI::App* s, engram::model::RunOptions* o) {

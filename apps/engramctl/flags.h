@@ -12,6 +12,7 @@
 namespace CLI {
 class App;
 class Option;
+class Validator;
 }  // namespace CLI
 
 namespace engramctl {
@@ -30,6 +31,10 @@ void AddLayoutFlags(CLI::App* app, LayoutFlags* f);
 void ApplyLayoutFlags(const LayoutFlags& f, engram::format::LayoutRequest* r);
 // Comma-separated unsigned integers ("1,15").
 std::vector<uint64_t> ParseUintList(const std::string& s, const char* flag);
+
+// A number flag's range, checked with a message a user reads ("must be above 0"), non-finite
+// values refused: lo < x (lo_inclusive: lo <= x) and x <= hi.
+CLI::Validator NumberIn(double lo, double hi, bool lo_inclusive = true);
 
 // The flags run and serve share, bound into RunOptions: --config, -m/--model, --table,
 // -t/--threads, --device, --dtype, --kv-cache-dtype, --batch.

@@ -2,9 +2,12 @@
 // engram::Error to "engramctl <verb>: <message>" and an exit status (schemas/cli.md).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -12,6 +15,39 @@
 #include "engram/base/text.h"
 
 namespace {
+
+// Every command's numbers are checked the same way (issue 32): a floating-point option must be a
+// finite number (nan, inf and 1e999 are refused, exit 2), and -t/--threads at most 8 x the
+// hardware's threads (a larger pool only thrashes, and 100000 overflowed the OpenMP runtime).
+void CheckNumbers(CLI::App* app) {
+  static const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  for (CLI::Option* o : app->get_options()) {
+    if (o->get_type_name().rfind("FLOAT", 0) == 0)
+      o->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            if (end == v.c_str() || *end != '\0') return "";  // the option's own parse reports it
+            return std::isfinite(x) ? "" : "must be a finite number, not " + v;
+          },
+          "", ""));
+    if (o->get_name() == "--threads")
+      o->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const long long x = std::strtoll(v.c_str(), &end, 10);
+            if (end == v.c_str() || *end != '\0') return "";
+            if (x < 0) return "must be 0 (all cores) or more";
+            if (x > 8ll * hw)
+              return "is " + v + ", more than 8 x this machine's " + std::to_string(hw) +
+                     " hardware threads; give at most " + std::to_string(8 * hw) +
+                     " (0 = all cores)";
+            return "";
+          },
+          "", ""));
+  }
+  for (CLI::App* sub : app->get_subcommands({})) CheckNumbers(sub);
+}
 
 // The command word: the first argument that is not one of the global flags. "" when none.
 std::string FindVerb(int argc, char** argv) {
@@ -133,6 +169,7 @@ int main(int argc, char** argv) {
       return kExitUsage;
     }
   }
+  CheckNumbers(&app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -67,6 +67,47 @@ void RequireNotPipe(const std::string& path) {
                        "to a regular file and give that");
 }
 
+SpooledInput::SpooledInput(std::string path, uint64_t max_bytes) : path_(std::move(path)) {
+  struct stat st;
+  if (::stat(path_.c_str(), &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return;
+  // A pipe, FIFO, socket or character device: read it as a stream.
+  int in;
+  do {
+    in = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (in < 0 && errno == EINTR);
+  if (in < 0) ThrowIo("open", path_, errno);
+  UniqueFd in_fd(in);
+  const char* dir = std::getenv("TMPDIR");
+  std::string tmpl = std::string(dir && *dir ? dir : "/tmp") + "/engramctl-input.XXXXXX";
+  int out = ::mkostemp(tmpl.data(), O_CLOEXEC);
+  if (out < 0) ThrowIo("create", tmpl, errno);
+  UniqueFd out_fd(out);
+  temp_ = tmpl;
+  std::vector<char> buf(1 << 20);
+  uint64_t total = 0;
+  try {
+    for (;;) {
+      ssize_t n = ::read(in_fd.get(), buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) ThrowIo("read", path_, errno);
+      if (n == 0) break;
+      total += static_cast<uint64_t>(n);
+      ENGRAM_CHECK(total <= max_bytes, Code::kInvalidArgument,
+                   path_ << " streams more than " << max_bytes
+                         << " bytes, more than this kind of input may hold");
+      PwriteFull(out_fd.get(), buf.data(), static_cast<size_t>(n), total - n, temp_);
+    }
+  } catch (...) {
+    ::unlink(temp_.c_str());
+    throw;
+  }
+  path_ = temp_;
+}
+
+SpooledInput::~SpooledInput() {
+  if (!temp_.empty()) ::unlink(temp_.c_str());
+}
+
 void RequireParentDir(const std::string& path) {
   const std::string dir = DirName(path);
   struct stat st;

@@ -141,6 +141,25 @@ class TempFile {
   bool committed_ = false;
 };
 
+// An input file given on the command line that may be a pipe or a FIFO (`-f <(cmd)`): such a
+// stream is read once, front to back, into a temporary regular file (in $TMPDIR, else /tmp),
+// removed when this object goes, so that readers that stat, seek or read twice work on it. A
+// regular file is used as it is. Throws kInvalidArgument when the stream holds more than
+// max_bytes, kIo on read errors.
+class SpooledInput {
+ public:
+  SpooledInput(std::string path, uint64_t max_bytes);
+  ~SpooledInput();
+  SpooledInput(const SpooledInput&) = delete;
+  SpooledInput& operator=(const SpooledInput&) = delete;
+  // The path to read: the original one, or the temporary copy.
+  const std::string& path() const noexcept { return path_; }
+  bool spooled() const noexcept { return !temp_.empty(); }
+
+ private:
+  std::string path_, temp_;
+};
+
 // An advisory exclusive lock (flock) on a file, released on destruction.
 class FileLock {
  public:

@@ -22,7 +22,7 @@ void ApplyRepeatPenalty(const std::vector<uint32_t>& ids, double penalty, int la
 }
 
 uint32_t Sample(const float* logits, size_t V, const SamplingParams& o, std::mt19937_64* rng) {
-  if (o.temperature <= 0)
+  if (!(o.temperature >= kMinTemperature))  // NaN too
     return static_cast<uint32_t>(std::max_element(logits, logits + V) - logits);
   std::vector<std::pair<float, uint32_t>> c(V);
   for (size_t i = 0; i < V; ++i)

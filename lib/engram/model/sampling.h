@@ -9,8 +9,12 @@
 
 namespace engram::model {
 
+// Temperatures below this are greedy: logits / 1e-39 overflow to inf and sampling would run on
+// NaN (serve's HTTP side uses the same floor, schemas/http_api.md).
+inline constexpr double kMinTemperature = 1e-3;
+
 struct SamplingParams {
-  double temperature = 0.8;  // <= 0: greedy (the first highest logit)
+  double temperature = 0.8;  // below kMinTemperature: greedy (the first highest logit)
   int top_k = 40;            // 0 = off
   double top_p = 0.95;       // 1 = off
 };

@@ -1,5 +1,6 @@
-# Paths (issue 15 item 4): a FIFO is refused at once by every file input instead of blocking in
-# open(); sort-buckets folds a symlinked table where it lives and writes -o from a read-only
+# Paths (issue 15 item 4): a FIFO is refused at once by every file input that is read by offset
+# instead of blocking in open(); entries, read front to back, are taken from a FIFO with a writer
+# (issue 32: --entries <(cmd)); sort-buckets folds a symlinked table where it lives and writes -o from a read-only
 # table; lookup names a missing table file.
 source $SRC/tests/cli/lib.sh
 tiny_table real.engram
@@ -12,7 +13,9 @@ run $E inspect p
 run $E lookup p --ids 1,2
 run $E append p --entries a.jsonl
 run $E export p -o x
+cat a.jsonl > p &
 run $E append real.engram --entries p
+wait
 run $E build --tokens p --vocab-size 16 --layers 1 --order 3 --heads 2 --buckets 64 --row-dim 32 -o y.engram
 run $E verify real.engram --config p
 ln -s real.engram link.engram
