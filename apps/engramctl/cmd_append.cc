@@ -310,7 +310,8 @@ void AddAppendCommand(CLI::App& app) {
                 "of the prompt too (all)")
       ->check(CLI::IsMember({"last", "all"}))
       ->capture_default_str();
-  s->add_option("--steps", f->fo.steps, "Fit: most optimiser steps per round")
+  s->add_option("--steps", f->fo.steps,
+                "Fit: most optimiser steps per round of phase 1 (the last words' rows)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   s->add_option("--lr", f->fo.lr, "Fit: the optimiser's learning rate")
@@ -369,6 +370,13 @@ void AddAppendCommand(CLI::App& app) {
                 "Fit: write nothing if --check-corpus perplexity rises by more than PCT percent")
       ->check(NumberIn(0, 1e12));
   s->add_option("-t,--threads", f->fo.run.threads, "Fit: threads (default: all cores)");
+  s->add_flag("!--no-subject-rows", f->fo.subject_rows,
+              "Fit: no phase 2 (entries that do not hold with their last words' rows are not "
+              "fitted again with the rows of their subject's rare n-grams)");
+  s->add_option("--subject-steps", f->fo.subject_steps,
+                "Fit: most optimiser steps per round of phase 2 (subject rows)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
   s->add_flag("--check", f->fo.check_only,
               "Fit: report each entry's tokens and every pitfall (target tokens the model never "
               "emits, a target without a leading space, generic final n-grams, contradictions "

@@ -13,6 +13,7 @@ namespace {
 constexpr uint32_t kFactVersion = 1;
 constexpr uint32_t kFlagFitted = 1u << 0;
 constexpr uint32_t kFlagText = 1u << 1;
+constexpr uint32_t kFlagSubject = 1u << 2;
 constexpr uint32_t kMaxPrompts = 64;
 constexpr uint32_t kMaxIds = 1u << 16;  // tokens of one phrasing or target
 constexpr uint32_t kMaxTextBytes = 1u << 20;
@@ -72,7 +73,8 @@ std::string GetText(Cursor& c, uint32_t n) {
 std::basic_string<uint8_t> EncodeFact(const Fact& f) {
   base::ByteWriter w;
   w.Put<uint32_t>(kFactVersion);
-  w.Put<uint32_t>((f.fitted ? kFlagFitted : 0) | (f.text_entry ? kFlagText : 0));
+  w.Put<uint32_t>((f.fitted ? kFlagFitted : 0) | (f.text_entry ? kFlagText : 0) |
+                  (f.subject_rows ? kFlagSubject : 0));
   w.Put<uint64_t>(f.id);
   w.Put<uint64_t>(f.created_unix);
   uint32_t margin_bits;
@@ -102,11 +104,12 @@ Fact DecodeFact(std::span<const uint8_t> payload, uint64_t total_rows) {
   ENGRAM_CHECK(version == kFactVersion, Code::kCorrupt,
                "fact record: payload version " << version << ", this build reads " << kFactVersion);
   const uint32_t flags = c.Get<uint32_t>("flags");
-  ENGRAM_CHECK((flags & ~(kFlagFitted | kFlagText)) == 0, Code::kCorrupt,
+  ENGRAM_CHECK((flags & ~(kFlagFitted | kFlagText | kFlagSubject)) == 0, Code::kCorrupt,
                "fact record: unknown flags " << flags);
   Fact f;
   f.fitted = flags & kFlagFitted;
   f.text_entry = flags & kFlagText;
+  f.subject_rows = flags & kFlagSubject;
   f.id = c.Get<uint64_t>("id");
   f.created_unix = c.Get<uint64_t>("created_unix");
   const uint32_t margin_bits = c.Get<uint32_t>("margin");

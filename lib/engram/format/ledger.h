@@ -27,8 +27,9 @@ struct Fact {
   float margin = 0;            // logit lead of every target token when fitted
   bool fitted = false;         // the fit reproduced it after rounding to the table's dtype
   bool text_entry = false;     // a "text" entry (its first two tokens cue the rest)
+  bool subject_rows = false;   // fitted with its subject\'s rows too (a later fit may train them)
   size_t line = 0;             // the entries file's line (reports only; not stored)
-  std::vector<uint64_t> rows;  // global rows it relies on (its fitted rows), sorted, unique
+  std::vector<uint64_t> rows;  // global rows its phrasings read where a token follows; sorted
 };
 
 // Fact record payload (§5.7) / one element of the FACTS section (§3.7). Throws kCorrupt when

@@ -44,6 +44,7 @@ struct Seq {
 // with the sequences of its phrasings.
 struct Task {
   bool constraint = false;  // a ledger fact kept, not an entry
+  bool subject = false;     // its subject's rows are trainable too (phase 2)
   size_t entry = 0;         // entries: index into FitOptions::entries
   size_t ledger = 0;        // constraints: index into Fitter::ledger_
   std::vector<size_t> seqs;
@@ -61,12 +62,6 @@ bool BF16Head(const std::string& head_dtype) {
 #else
   return false;
 #endif
-}
-
-std::string Num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", v);
-  return b;
 }
 
 std::string Quote(const std::string& s) {
@@ -170,66 +165,48 @@ class Fitter {
     Tokenize(/*throw_on_problems=*/true);
 
     base::Stopwatch sw;
+    // Phase 1 (issue 31's recipe): only the highest-order rows read where each target is
+    // predicted, the rows that identify the fact; lower orders are shared with near misses.
     ChooseRows(&res);
     AddLedgerConstraints(&res);
     BuildBatch();
     AddPreservation(&res);
-    std::vector<double> lp_before(seqs_.size());
-    std::vector<std::string> greedy_before(seqs_.size());
-    for (size_t q = 0; q < seqs_.size(); ++q) Evaluate(q, {}, &lp_before[q], &greedy_before[q]);
-    // Round 0 fits from the table's rows; later rounds continue from the rounded rows with a
-    // wider margin when rounding to the table's dtype broke a fact.
-    std::vector<float> rows = anchor_;
-    std::vector<float> rounded = anchor_;
-    double margin = o_.margin;
-    std::vector<uint8_t> fitted_before_rounding;
-    std::vector<double> lp_after(seqs_.size());
-    std::vector<std::string> greedy_after(seqs_.size());
-    for (int round = 0; round <= o_.refits; ++round) {
-      if (!rows.empty()) {
-        RowFitParams prm;
-        prm.steps = o_.steps;
-        prm.lr = o_.lr;
-        prm.l2 = o_.l2;
-        prm.margin = margin;
-        prm.keep = o_.keep;
-        prm.bf16_head = BF16Head(o_.head_dtype);
-        prm.shrink = o_.shrink;
-        prm.progress = [&](int step, int, double) {
-          rep_.Progress("fit", static_cast<uint64_t>(step), static_cast<uint64_t>(o_.steps),
-                        "steps");
-          return true;
-        };
-        base::Stopwatch loop;
-        RowFitOutcome out = model_->FitRows(batch_, prm, anchor_, &rows);
-        res.loop_seconds += loop.Seconds();
-        rep_.ProgressDone("fit");
-        res.steps += out.steps;
-        fitted_before_rounding = out.fitted;
-        res.preserve_kl = out.keep_kl;
-        res.shrink_factor = out.shrink;
+    lp_before_.resize(seqs_.size());
+    greedy_before_.resize(seqs_.size());
+    for (size_t q = 0; q < seqs_.size(); ++q) Evaluate(q, {}, &lp_before_[q], &greedy_before_[q]);
+    current_ = anchor_;
+    seq_margin_.assign(seqs_.size(), static_cast<float>(o_.margin));
+    for (const Task& t : tasks_)
+      if (t.constraint)
+        for (size_t q : t.seqs) seq_margin_[q] = std::max(ledger_[t.ledger].margin, 1e-3f);
+    FitRounds(o_.steps, o_.refits, &res);
+    // Phase 2, for the entries that do not hold yet: their subject's rare n-grams at the four
+    // positions before the prompt's last token become trainable too; every fact that holds is
+    // a constraint at the margin it holds.
+    std::vector<size_t> failing;
+    for (size_t t = 0; t < tasks_.size(); ++t)
+      if (!tasks_[t].constraint && !TaskHolds(t)) failing.push_back(t);
+    if (!failing.empty() && o_.subject_rows && o_.positions == "last") {
+      const size_t before = row_ids_.size();
+      for (size_t t : failing) {
+        tasks_[t].subject = true;
+        for (size_t q : tasks_[t].seqs) AddSubjectRows(q);
       }
-      res.rounds = round + 1;
-      rounded = Round(rows);
-      Overlay ov = MakeOverlay(rounded);
-      size_t bad = 0;  // fitted before rounding, not after
-      for (size_t q = 0; q < seqs_.size(); ++q) {
-        Evaluate(q, ov.map, &lp_after[q], &greedy_after[q]);
-        const bool ok = greedy_after[q] == TargetText(q);
-        bad += !ok && q < fitted_before_rounding.size() && fitted_before_rounding[q];
+      if (row_ids_.size() > before) {
+        rep_.Log(LogLevel::kNote,
+                 std::to_string(failing.size()) + " of " + std::to_string(res.entries.size()) +
+                     " entries do not hold with their last words' rows alone; fitting them "
+                     "again with " +
+                     std::to_string(row_ids_.size() - before) + " rows of their subjects");
+        ExtendBatch(before);
+        for (size_t t : failing)
+          for (size_t q : tasks_[t].seqs) seq_margin_[q] = static_cast<float>(o_.margin);
+        FitRounds(o_.subject_steps, o_.subject_refits, &res);
       }
-      // Another round only helps where rounding broke a fit; an entry the optimiser could not
-      // fit within --steps is reported as it is.
-      if (bad == 0 || rows.empty()) break;
-      if (round < o_.refits)
-        rep_.Log(LogLevel::kNote, std::to_string(bad) + " of " + std::to_string(seqs_.size()) +
-                                      " sequences fitted but not reproduced after rounding to " +
-                                      res.dtype + "; fitting again with margin " + Num(margin * 2));
-      rows = rounded;
-      margin *= 2;
     }
     res.fit_seconds = sw.Seconds();
-    Report(lp_before, greedy_before, lp_after, greedy_after, margin, &res);
+    Report(&res);
+    const std::vector<float>& rounded = current_;
     // Rows whose stored value changes.
     const size_t D = l.row_dim;
     std::vector<uint8_t> a(l.row_stride() + l.scale_stride()), b(a.size());
@@ -244,6 +221,153 @@ class Fitter {
     }
     if (!o_.check_corpus.empty()) CheckCorpus(rounded, &res);
     return res;
+  }
+
+  // Optimises current_ for at most `steps` steps a round: the rows rounded to the table's dtype
+  // after each round and every sequence checked again by greedy decoding; a sequence that held
+  // before rounding and broke gets another round from the rounded rows with its margin doubled,
+  // up to `refits` more rounds.
+  void FitRounds(int steps, int refits, FitResult* res) {
+    if (row_ids_.empty()) {
+      for (size_t q = 0; q < seqs_.size(); ++q) Evaluate(q, {}, &lp_after_[q], &greedy_after_[q]);
+      return;
+    }
+    lp_after_.resize(seqs_.size());
+    greedy_after_.resize(seqs_.size());
+    for (int round = 0; round <= refits; ++round) {
+      RowFitParams prm;
+      prm.steps = steps;
+      prm.lr = o_.lr;
+      prm.l2 = o_.l2;
+      prm.margin = o_.margin;
+      prm.keep = o_.keep;
+      prm.bf16_head = BF16Head(o_.head_dtype);
+      prm.shrink = o_.shrink;
+      prm.progress = [&](int step, int, double) {
+        rep_.Progress("fit", static_cast<uint64_t>(step), static_cast<uint64_t>(steps), "steps");
+        return true;
+      };
+      batch_.margins.assign(seq_margin_.begin(), seq_margin_.end());
+      base::Stopwatch loop;
+      RowFitOutcome out = model_->FitRows(batch_, prm, anchor_, &current_);
+      res->loop_seconds += loop.Seconds();
+      rep_.ProgressDone("fit");
+      res->steps += out.steps;
+      res->preserve_kl = out.keep_kl;
+      res->shrink_factor = out.shrink;
+      res->rounds += 1;
+      current_ = Round(current_);
+      Overlay ov = MakeOverlay(current_);
+      std::vector<size_t> broke;  // held before rounding, not after
+      for (size_t q = 0; q < seqs_.size(); ++q) {
+        Evaluate(q, ov.map, &lp_after_[q], &greedy_after_[q]);
+        const bool ok = greedy_after_[q] == TargetText(q);
+        if (!ok && q < out.fitted.size() && out.fitted[q]) broke.push_back(q);
+      }
+      // Another round only helps where rounding broke a fit; one the optimiser could not fit
+      // within its steps is left to the next phase (or reported).
+      if (broke.empty()) break;
+      if (round < refits) {
+        for (size_t q : broke) seq_margin_[q] *= 2;
+        rep_.Log(LogLevel::kNote, std::to_string(broke.size()) + " of " +
+                                      std::to_string(seqs_.size()) +
+                                      " sequences fitted but not reproduced after rounding to " +
+                                      res->dtype + "; fitting them again with twice the margin");
+      }
+    }
+  }
+
+  // Whether every phrasing of task t gives its target after the last round.
+  bool TaskHolds(size_t t) const {
+    for (size_t q : tasks_[t].seqs)
+      if (q >= greedy_after_.size() || greedy_after_[q] != TargetText(q)) return false;
+    return true;
+  }
+
+  // Phase 2's rows for sequence q: at the four positions before its prompt's last token (from
+  // position 1), every layer, order and head row whose n-gram is rare in the build corpus (the
+  // row's owner count, STATS, below kSubjectMaxCount: the n-gram is at most that frequent) and
+  // belongs to no other fact of the batch or the ledger (the frame's n-grams, "capital of",
+  // are shared by every fact of the frame).
+  void AddSubjectRows(size_t q) {
+    static constexpr uint32_t kSubjectMaxCount = 5;
+    static constexpr size_t kSubjectPositions = 4;
+    const format::Layout& l = s_.view->layout();
+    const format::TableView& v = *s_.view;
+    const size_t per = l.spec.per_layer(), heads = l.spec.n_heads;
+    if (!v.reader().has_stats()) return;  // rarity is unknown without STATS
+    if (shared_ngrams_.empty()) CountSharedNgrams();
+    const Seq& s = seqs_[q];
+    const auto& rows = SeqRows(q);
+    uint32_t scratch[hash::kMaxOrder];
+    for (size_t back = 1; back <= kSubjectPositions && back <= s.first; ++back) {
+      const size_t pos = s.first - back;
+      if (pos < 1) break;
+      for (size_t k = 0; k < rows.size(); ++k)
+        for (size_t c = 0; c < per; ++c) {
+          const uint32_t n = ColumnOrder(c, heads);
+          if (pos + 1 < n) continue;
+          const uint64_t row = rows[k][pos * per + c];
+          if (trainable_.count(row)) continue;
+          if (v.reader().Stats(row).owner_count >= kSubjectMaxCount && !v.Overlay(row)) continue;
+          const uint32_t* g = hash::NgramAt(l.spec, s.canon, pos, n, scratch);
+          std::vector<uint32_t> gram(g, g + n);
+          if (auto it = shared_ngrams_.find(gram); it != shared_ngrams_.end() && it->second > 1)
+            continue;
+          trainable_.emplace(row, static_cast<int64_t>(row_ids_.size()));
+          row_ids_.push_back(row);
+          FitRow fr;
+          fr.layer_id = l.spec.layer_ids[s_.table_layer[k]];
+          fr.head = static_cast<uint32_t>(c % heads);
+          fr.canon = gram;
+          const Task& t = tasks_[s.task];
+          fr.line = t.constraint ? 0 : o_.entries[t.entry].line;
+          row_info_.push_back(std::move(fr));
+        }
+    }
+  }
+
+  // How many facts (tasks of the batch, facts of the ledger) hold each n-gram of their prompts.
+  void CountSharedNgrams() {
+    const format::Layout& l = s_.view->layout();
+    uint32_t scratch[hash::kMaxOrder];
+    auto count = [&](const std::vector<std::vector<uint32_t>>& canons) {
+      std::set<std::vector<uint32_t>> mine;
+      for (const auto& canon : canons)
+        for (size_t pos = 0; pos < canon.size(); ++pos)
+          for (uint32_t n = hash::kMinOrder; n <= l.spec.max_order && n <= pos + 1; ++n) {
+            const uint32_t* g = hash::NgramAt(l.spec, canon, pos, n, scratch);
+            mine.emplace(g, g + n);
+          }
+      for (const auto& g : mine) ++shared_ngrams_[g];
+    };
+    for (const Task& t : tasks_) {
+      if (t.constraint) continue;
+      std::vector<std::vector<uint32_t>> canons;
+      for (size_t q : t.seqs)
+        canons.emplace_back(seqs_[q].canon.begin(), seqs_[q].canon.begin() + seqs_[q].first + 1);
+      count(canons);
+    }
+    for (const format::Fact& f : ledger_) {
+      std::vector<std::vector<uint32_t>> canons;
+      for (const auto& p : f.prompts) canons.push_back(s_.Canonical(p.ids));
+      count(canons);
+    }
+  }
+
+  // After rows [before, row_ids_.size()) became trainable: the batch's indices, and those rows'
+  // table values as their anchor and current value.
+  void ExtendBatch(size_t before) {
+    const format::Layout& l = s_.view->layout();
+    const size_t D = l.row_dim;
+    RowSource src(*s_.view, s_.table_layer);
+    std::vector<float> fresh((row_ids_.size() - before) * D);
+    table::GatherRowsF32(
+        *s_.view, std::span<const uint64_t>(row_ids_.data() + before, row_ids_.size() - before),
+        fresh.data());
+    anchor_.insert(anchor_.end(), fresh.begin(), fresh.end());
+    current_.insert(current_.end(), fresh.begin(), fresh.end());
+    for (size_t b = 0; b < seqs_.size(); ++b) FillSequence(src, b, SeqRows(b), seqs_[b].ids.size());
   }
 
  private:
@@ -472,6 +596,12 @@ class Fitter {
             const uint32_t tag = hash::OwnerTag(g, n, l.owner_tag_seed);
             const uint32_t owner = v.Tag(row);
             const uint32_t count = corpus_count(row);
+            // Where targets are predicted only the highest order's rows are trained: they belong
+            // to the fact's own last words, where a lower order's n-gram ("ene was") is shared
+            // with the near misses of its frame (issue 31). --positions all trains every order.
+            const bool top_only = o_.positions == "last" && n < l.spec.max_order &&
+                                  q.ids.size() - q.first > 1 && t + 1 >= l.spec.max_order;
+            if (top_only) continue;
             if (rep && owner == tag && count > 0 && !text && t == q.first) {
               std::string words = s_.tok->Decode(
                   std::vector<uint32_t>(q.ids.begin() + (t + 1 - n), q.ids.begin() + (t + 1)));
@@ -595,6 +725,11 @@ class Fitter {
           for (uint64_t r : layer)
             if (trainable_.count(r)) row_lines[r].insert(o_.entries[tasks_[t].entry].line);
     ChooseRowsOf(q0, seqs_.size(), res);
+    for (size_t t = n_entry_tasks; t < tasks_.size(); ++t)
+      if (ledger_[tasks_[t].ledger].subject_rows) {
+        tasks_[t].subject = true;
+        for (size_t q : tasks_[t].seqs) AddSubjectRows(q);
+      }
     for (size_t t = n_entry_tasks, c = 0; t < tasks_.size(); ++t, ++c) {
       std::set<size_t> lines;
       for (size_t q : tasks_[t].seqs)
@@ -637,18 +772,18 @@ class Fitter {
 
   // Per entry: phrasings fitted, the greedy continuations, the ledger record; per constraint:
   // whether it held before and holds after.
-  void Report(const std::vector<double>& lp_before, const std::vector<std::string>& greedy_before,
-              const std::vector<double>& lp_after, const std::vector<std::string>& greedy_after,
-              double margin, FitResult* res) {
+  void Report(FitResult* res) {
     const format::Layout& l = s_.view->layout();
     const size_t per = l.spec.per_layer(), heads = l.spec.n_heads;
     size_t c = 0;
     for (size_t ti = 0; ti < tasks_.size(); ++ti) {
       const Task& t = tasks_[ti];
       size_t ok = 0, ok_before = 0;
+      float margin = static_cast<float>(o_.margin);
       for (size_t q : t.seqs) {
-        ok += greedy_after[q] == TargetText(q);
-        ok_before += greedy_before[q] == TargetText(q);
+        ok += greedy_after_[q] == TargetText(q);
+        ok_before += greedy_before_[q] == TargetText(q);
+        margin = std::max(margin, seq_margin_[q]);
       }
       if (t.constraint) {
         LedgerConstraint& lc = res->ledger[c++];
@@ -658,20 +793,22 @@ class Fitter {
       }
       FitEntryReport& r = res->entries[ti];
       const size_t q0 = t.seqs.front();
-      r.logprob_before = lp_before[q0];
-      r.logprob_after = lp_after[q0];
-      r.greedy_before = greedy_before[q0];
-      r.greedy_after = greedy_after[q0];
-      for (size_t q : t.seqs) r.greedy_phrasings.push_back(greedy_after[q]);
+      r.logprob_before = lp_before_[q0];
+      r.logprob_after = lp_after_[q0];
+      r.greedy_before = greedy_before_[q0];
+      r.greedy_after = greedy_after_[q0];
+      for (size_t q : t.seqs) r.greedy_phrasings.push_back(greedy_after_[q]);
       r.phrasings_fitted = ok;
       r.fitted = ok == t.seqs.size();
-      // The ledger record: the rows it relies on are the trainable rows its target positions
-      // read.
+      r.subject_rows = t.subject;
+      // The ledger record: the rows it relies on are every row its phrasings read where a token
+      // follows (a later fit touching any of them keeps it).
       const table::FitEntry& en = o_.entries[t.entry];
       format::Fact f;
       f.fitted = r.fitted;
       f.text_entry = en.text;
-      f.margin = static_cast<float>(margin);
+      f.subject_rows = t.subject;
+      f.margin = margin;
       f.target = en.text ? s_.tok->Decode(t.target_ids) : en.target;
       f.target_ids = t.target_ids;
       f.line = en.line;
@@ -685,10 +822,9 @@ class Fitter {
         f.prompts.push_back(std::move(p));
         const auto& sr = SeqRows(q);
         for (size_t k = 0; k < sr.size(); ++k)
-          for (size_t pos = s.first; pos + 1 < s.ids.size(); ++pos)
+          for (size_t pos = 0; pos + 1 < s.ids.size(); ++pos)
             for (size_t col = 0; col < per; ++col)
-              if (pos + 1 >= ColumnOrder(col, heads) && trainable_.count(sr[k][pos * per + col]))
-                rows.insert(sr[k][pos * per + col]);
+              if (pos + 1 >= ColumnOrder(col, heads)) rows.insert(sr[k][pos * per + col]);
       }
       f.rows.assign(rows.begin(), rows.end());
       res->facts.push_back(std::move(f));
@@ -1062,7 +1198,12 @@ class Fitter {
   size_t max_seq_ = 0;
   std::vector<Seq> seqs_;
   std::vector<Task> tasks_;
-  std::vector<format::Fact> ledger_;                          // the table's ledger before this fit
+  std::vector<float> current_;     // the trainable rows' values now (rounded after each round)
+  std::vector<float> seq_margin_;  // each sequence's margin (doubled where rounding broke it)
+  std::vector<double> lp_before_, lp_after_;
+  std::vector<std::string> greedy_before_, greedy_after_;
+  std::map<std::vector<uint32_t>, int> shared_ngrams_;  // n-gram -> facts whose prompts hold it
+  std::vector<format::Fact> ledger_;                    // the table's ledger before this fit
   std::vector<std::vector<std::vector<uint64_t>>> seq_rows_;  // SeqRows' cache
   std::unordered_set<uint64_t> kept_;  // rows --keep-frequent or --keep-busy left alone somewhere
   uint32_t busy_ = 0;                  // --keep-busy's threshold in corpus reads

@@ -21,10 +21,16 @@ struct FitOptions {
   std::vector<table::FitEntry> entries;
   std::string positions = "last";  // last: rows read where a target token is predicted; all: and
                                    // every prompt position
-  int steps = 600;                 // optimiser steps per round
+  int steps = 200;                 // optimiser steps per round of phase 1
   double lr = 0.3, l2 = 0;
   double margin = 1.0;  // every target token must lead the runner-up logit by this much
-  int refits = 2;       // extra rounds when quantising to the table's dtype breaks a fact
+  int refits = 1;       // extra rounds when quantising to the table's dtype breaks a fact
+  // Phase 2: entries that do not hold after phase 1 get the rows of their subject's rare n-grams
+  // (the four positions before the prompt's last token) trainable too, and are fitted again with
+  // every fact that holds as a constraint.
+  bool subject_rows = true;
+  int subject_steps = 300;
+  int subject_refits = 2;
   // Rows that belong to the n-gram itself in the base and whose corpus count (STATS) is at least
   // this keep their values (0 = edit them too); the same count marks a displaced owner frequent.
   uint32_t keep_frequent = 100;
@@ -39,7 +45,7 @@ struct FitOptions {
   // Rows the build corpus reads at least this many times the table's typical row does (STATS
   // total_count against the median over rows read at all) keep their values (0 = edit them too):
   // every n-gram hashed to a row reads its new value, and a busy row's edit reaches the most text.
-  double keep_busy = 1.5;
+  double keep_busy = 0;
   // Precision of the output head's products inside the optimiser loop: "f32", "bf16" (bf16
   // operands, f32 sums) or "auto" (bf16 where the CPU has AVX512-BF16 or AMX-BF16 instructions,
   // which run them about twice as fast). The checks before and after the fit always run in f32.
@@ -76,8 +82,9 @@ struct FitEntryReport {
   size_t target_tokens = 0;
   double logprob_before = 0, logprob_after = 0;  // of the target given the prompt (natural log)
   std::string greedy_before, greedy_after;       // greedy continuation of target_tokens tokens
-  bool fitted = false;  // every phrasing's greedy continuation reproduces the target exactly
-  size_t rows = 0;      // trainable rows this entry reads where targets are predicted
+  bool fitted = false;        // every phrasing's greedy continuation reproduces the target exactly
+  bool subject_rows = false;  // phase 2 fitted it: its subject's rows are trainable too
+  size_t rows = 0;            // trainable rows this entry reads where targets are predicted
   size_t rows_frequent_owner = 0;  // ... whose base owner is another n-gram, frequent in corpus
   size_t rows_kept_frequent = 0;   // rows of its own n-grams left alone (--keep-frequent)
   size_t rows_kept_busy = 0;       // rows left alone because the corpus reads them often

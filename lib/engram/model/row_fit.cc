@@ -14,6 +14,18 @@ namespace engram::model {
 RowFitOutcome TorchTransformer::FitRows(const RowFitBatch& fb, const RowFitParams& prm,
                                         const std::vector<float>& anchor,
                                         std::vector<float>* rows) {
+  try {
+    return FitRowsImpl(fb, prm, anchor, rows);
+  } catch (const c10::Error& e) {
+    // libtorch's errors carry a C++ backtrace; the user gets the operation and the reason.
+    ENGRAM_THROW(Code::kInternal,
+                 "libtorch failed while fitting rows: " << e.what_without_backtrace());
+  }
+}
+
+RowFitOutcome TorchTransformer::FitRowsImpl(const RowFitBatch& fb, const RowFitParams& prm,
+                                            const std::vector<float>& anchor,
+                                            std::vector<float>* rows) {
   const int64_t B = fb.batch, T = fb.T, D = fb.row_dim, R = static_cast<int64_t>(rows->size()) / D;
   // Every step allocates and frees the same [targets, vocab] tensors; keep them in the heap
   // rather than mmap/munmap each time (page faults cost more than the step's arithmetic).
@@ -143,10 +155,18 @@ RowFitOutcome TorchTransformer::FitRows(const RowFitBatch& fb, const RowFitParam
     Tensor lp0 = keep_logp.index_select(0, ctx);
     return (lp0.exp() * (lp0 - keep_log_probs(ctx, P))).sum(1);
   };
-  // One forward over the sequences `sel`: each target's negative log-likelihood, which of
-  // `sel` are fitted (every target leads by the margin), and each target's index in `sel`.
+  // Each sequence's margin: its own (a ledger fact's stored margin) or the round's.
+  std::vector<float> margins(static_cast<size_t>(BF), static_cast<float>(prm.margin));
+  for (int64_t b = 0; b < BF && static_cast<size_t>(b) < fb.margins.size(); ++b)
+    if (fb.margins[b] > 0) margins[b] = fb.margins[b];
+  const Tensor seq_margin = torch::from_blob(margins.data(), {BF}, f32).clone();
+  // One forward over the sequences `sel`: each target's hinge loss, which of `sel` are fitted
+  // (every target leads every other token by its sequence's margin), and each target's index in
+  // `sel`. The hinge is softplus(m + 0.5 - (z_t - LSE of the other logits)): it asks for a little
+  // more than the margin, and a sequence that meets its margin leaves the loss (issue 31's
+  // recipe: facts that hold do not keep pushing their rows).
   struct Pass {
-    Tensor nll, seq_ok, seq_of;
+    Tensor hinge, seq_ok, seq_of;
   };
   auto forward = [&](const Tensor& sel) {
     const int64_t b = sel.size(0);
@@ -155,10 +175,13 @@ RowFitOutcome TorchTransformer::FitRows(const RowFitBatch& fb, const RowFitParam
     Tensor want = live_of_.index_select(0, tg.reshape({-1}).index_select(0, at));
     Pass p;
     p.seq_of = torch::div(at, T, "floor");
+    Tensor m = seq_margin.index_select(0, sel).index_select(0, p.seq_of);  // per target
     auto [lg, full] = logits(sel, at, P);
-    p.nll = full.logsumexp(1) - lg.gather(1, want.unsqueeze(1)).squeeze(1);  // [N]
+    Tensor zt = lg.gather(1, want.unsqueeze(1)).squeeze(1);
+    Tensor others = full.scatter(1, want.unsqueeze(1), -INFINITY).logsumexp(1);
+    p.hinge = at::softplus(m + 0.5 - (zt - others));  // [N]
     torch::NoGradGuard ng;
-    p.seq_ok = Fitted(lg.detach(), want, p.seq_of, b, prm.margin);
+    p.seq_ok = Fitted(lg.detach(), want, p.seq_of, b, m);
     return p;
   };
 
@@ -191,14 +214,12 @@ RowFitOutcome TorchTransformer::FitRows(const RowFitBatch& fb, const RowFitParam
       active = Tensor();  // check everything now
       continue;
     }
-    // Mean cross-entropy per unfitted sequence, summed; plus the L2 pull toward the anchor.
-    // (Right after a check every active sequence counts, so each check is followed by a step
-    // even where a smaller batch rounds differently.)
-    Tensor cnt =
-        torch::zeros({active.size(0)}, f32).index_add_(0, p.seq_of, torch::ones_like(p.nll));
+    // The hinge of every target of the unfitted sequences, summed; plus the L2 pull toward the
+    // anchor (0 by default). (Right after a check every active sequence counts, so each check is
+    // followed by a step even where a smaller batch rounds differently.)
     Tensor pick = all_ok ? torch::ones_like(p.seq_ok) : p.seq_ok.logical_not();
-    Tensor w = pick.to(torch::kFloat32) / cnt.clamp_min(1);
-    Tensor loss = (p.nll * w.index_select(0, p.seq_of)).sum() + prm.l2 * (P - P0).pow(2).sum();
+    Tensor w = pick.to(torch::kFloat32);
+    Tensor loss = (p.hinge * w.index_select(0, p.seq_of)).sum() + prm.l2 * (P - P0).pow(2).sum();
     if (fb.preserve > 0 && prm.keep > 0) {
       // KL at the next keep_batch preservation contexts, in turn.
       const int64_t n = std::min<int64_t>(prm.keep_batch, fb.preserve);
@@ -241,7 +262,7 @@ RowFitOutcome TorchTransformer::FitRows(const RowFitBatch& fb, const RowFitParam
 // (lg: logits over the live vocabulary at the targets, want: their live ids, seq_of: their
 // sequences). The dead tokens' logits are 0.
 Tensor TorchTransformer::Fitted(const Tensor& lg, const Tensor& want, const Tensor& seq_of,
-                                int64_t b, double margin) const {
+                                int64_t b, const Tensor& margin) const {
   Tensor tl = lg.gather(1, want.unsqueeze(1)).squeeze(1);
   Tensor other = lg.scatter(1, want.unsqueeze(1), -INFINITY).amax(1);
   if (n_dead_) other = other.clamp_min(0.0);
@@ -300,7 +321,8 @@ void TorchTransformer::Shrink(const RowFitBatch& fb, const RowFitParams& prm, in
   Tensor delta = P.detach() - P0;
   auto ok_with = [&](const Tensor& alpha) {
     Tensor lg = logits(all, at, P0 + alpha.unsqueeze(1) * delta).first;
-    return Fitted(lg, want, seq_of, BF, prm.margin).contiguous();
+    return Fitted(lg, want, seq_of, BF, torch::full({at.size(0)}, prm.margin, lg.options()))
+        .contiguous();
   };
   std::vector<float> alpha(static_cast<size_t>(R), 1.0f);
   auto alpha_t = [&] { return torch::from_blob(alpha.data(), {R}, torch::kFloat32).clone(); };

@@ -75,13 +75,16 @@ class TorchTransformer final : public Transformer {
   uint64_t weight_bytes() const override { return weight_bytes_; }
   uint64_t cache_bytes() const override;
   void Forward(const StepInput& in, std::vector<float>* logits_out) override;
+  void ForwardImpl(const StepInput& in, std::vector<float>* logits_out);
 
  private:
+  RowFitOutcome FitRowsImpl(const RowFitBatch& fb, const RowFitParams& prm,
+                            const std::vector<float>& anchor, std::vector<float>* rows);
   // Per sequence of `b`: whether every target's logit leads every other token's by `margin`
   // (lg: logits over the live vocabulary at the targets, want: their live ids, seq_of: their
   // sequences). The dead tokens' logits are 0.
   Tensor Fitted(const Tensor& lg, const Tensor& want, const Tensor& seq_of, int64_t b,
-                double margin) const;
+                const Tensor& margin) const;
   // After the fit, every target position's own rows (trainable rows that no other position of
   // an entry reads) are pulled back toward their old values as far as the entry stays fitted:
   // the fit stops when an entry's hardest target leads by the margin, and its other targets

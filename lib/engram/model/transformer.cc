@@ -104,6 +104,15 @@ uint64_t TorchTransformer::cache_bytes() const {
 }
 
 void TorchTransformer::Forward(const StepInput& in, std::vector<float>* logits_out) {
+  try {
+    ForwardImpl(in, logits_out);
+  } catch (const c10::Error& e) {
+    ENGRAM_THROW(Code::kInternal,
+                 "libtorch failed in the forward pass: " << e.what_without_backtrace());
+  }
+}
+
+void TorchTransformer::ForwardImpl(const StepInput& in, std::vector<float>* logits_out) {
   torch::NoGradGuard ng;
   const int64_t B = in.batch, T = in.T, H = cfg_.hidden_size;
   ENGRAM_CHECK(B <= o_.max_batch, Code::kInvalidArgument,

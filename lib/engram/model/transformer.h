@@ -47,6 +47,9 @@ struct RowFitBatch {
   std::vector<std::vector<float>> frozen;
   std::vector<std::vector<int64_t>> train_index;
   int64_t row_dim = 0;
+  // Per entry sequence (the first batch - preserve): the margin it must reach; 0 or absent = the
+  // round's RowFitParams::margin (ledger facts keep the margin they were fitted to).
+  std::vector<float> margins;
   // The last `preserve` sequences are not entries but contexts from a corpus that read some of
   // the trainable rows: their targets mark (any value >= 0) the positions whose next-token
   // distribution the fit keeps close to the unedited model's (KL, weight RowFitParams::keep).
