@@ -14,9 +14,14 @@ namespace engram::serve {
 // {"error": {"code", "message", "type", "param"}}.
 nlohmann::json ErrorBody(int code, const std::string& message, const std::string& type);
 
+// Temperatures below this are sampled greedily (as 0): dividing logits by a smaller one overflows
+// float and would sample from infinities (schemas/http_api.md).
+inline constexpr double kMinTemperature = 1e-3;
+
 // Parses a /v1/completions (chat = false) or /v1/chat/completions body into job (its chat,
-// stream, include_usage and req fields). Returns "" or what is wrong with the request, with the
-// fix (an HTTP 400 message).
+// stream, include_usage and req fields). Strict: integer fields must be JSON integers (not 1.9,
+// 1e3 or true) within their range, numbers finite, booleans booleans. Returns "" or what is wrong
+// with the request, with the fix (an HTTP 400 message).
 std::string ParseRequest(const std::string& body, bool chat, Job* job);
 
 // The reply objects. model_name: the session's; fingerprint: system_fingerprint.

@@ -48,8 +48,50 @@ TEST_CASE("bad requests are refused with what to send") {
   CHECK(ParseRequest(R"({})", false, &job).find("send {\"prompt\"") != std::string::npos);
   CHECK(ParseRequest(R"({"prompt":"x","max_tokens":-1})", false, &job).find("max_tokens must be") ==
         0);
-  CHECK(ParseRequest(R"({"prompt":"x","top_p":0})", false, &job).find("top_p in (0, 1]") !=
+  CHECK(ParseRequest(R"({"prompt":"x","top_p":0})", false, &job).find("top_p must be in (0, 1]") !=
         std::string::npos);
+}
+
+TEST_CASE("integer fields must be integers within range, numbers finite, flags booleans") {
+  auto why = [](const std::string& body) {
+    Job job;
+    return ParseRequest(body, false, &job);
+  };
+  CHECK(why(R"({"prompt":"x","max_tokens":4294967297})") ==
+        "max_tokens must be an integer from 0 to 2147483647 (got 4294967297)");
+  CHECK(why(R"({"prompt":"x","max_tokens":1.9})").find("max_tokens must be an integer") == 0);
+  CHECK(why(R"({"prompt":"x","max_tokens":1.0})").find("max_tokens must be an integer") == 0);
+  CHECK(why(R"({"prompt":"x","max_tokens":true})").find("max_tokens must be an integer") == 0);
+  CHECK(why(R"({"prompt":"x","max_tokens":"5"})").find("max_tokens must be an integer") == 0);
+  CHECK(why(R"({"prompt":"x","max_completion_tokens":-3})")
+            .find("max_completion_tokens must be an integer") == 0);
+  CHECK(why(R"({"prompt":"x","top_k":-1})").find("top_k must be an integer") == 0);
+  CHECK(why(R"({"prompt":"x","n":1.5})").find("n must be an integer") == 0);
+  CHECK(why(R"({"prompt":"x","seed":0.5})").find("seed must be an integer") == 0);
+  CHECK(why(R"({"prompt":"x","temperature":"hot"})").find("temperature must be a finite") == 0);
+  CHECK(why(R"({"prompt":"x","temperature":true})").find("temperature must be a finite") == 0);
+  CHECK(why(R"({"prompt":"x","temperature":1e999})") != "");  // refused by the JSON parser
+  CHECK(why(R"({"prompt":"x","temperature":-0.1})").find("temperature must be >= 0") == 0);
+  CHECK(why(R"({"prompt":"x","stream":1})") == "stream must be true or false (got 1)");
+  CHECK(why(R"({"prompt":"x","stop":[1]})") == "stop must be a string or an array of strings");
+  CHECK(why(R"({"prompt":7})") == "prompt must be a string");
+  CHECK(why(R"({"prompt":"x","max_tokens":null,"max_completion_tokens":9})") == "");
+
+  Job job;
+  CHECK(ParseRequest(R"({"prompt":"x","max_tokens":2147483647,"seed":-1,"top_k":0})", false,
+                     &job) == "");
+  CHECK(job.req.max_tokens == 2147483647);
+  CHECK(job.req.seed == UINT64_MAX);
+}
+
+TEST_CASE("temperatures below the floor are greedy") {
+  Job tiny, floor, warm;
+  CHECK(ParseRequest(R"({"prompt":"x","temperature":1e-39})", false, &tiny) == "");
+  CHECK(tiny.req.temperature == 0);
+  CHECK(ParseRequest(R"({"prompt":"x","temperature":0.001})", false, &floor) == "");
+  CHECK(floor.req.temperature == kMinTemperature);
+  CHECK(ParseRequest(R"({"prompt":"x","temperature":2})", false, &warm) == "");
+  CHECK(warm.req.temperature == 2);
 }
 
 TEST_CASE("the reply carries choices, usage and the engram object") {
