@@ -1,5 +1,6 @@
 // `engramctl serve`: flags -> serve::ServeOptions + the model plugin's session; answers /health
-// with 503 while the model loads, drains in-flight requests on SIGTERM/SIGINT and exits 0.
+// with 503 while the model loads, drains in-flight requests on SIGTERM/SIGINT (for at most
+// --grace seconds) and exits 0.
 #include <pthread.h>
 
 #include <CLI/CLI.hpp>
@@ -31,7 +32,26 @@ void AddServeCommand(CLI::App& app) {
   s->add_option("--port", f->serve.port, "Port to listen on (0 = any free port)")
       ->capture_default_str();
   s->add_option("--queue", f->serve.queue_capacity,
-                "Requests that may wait for a batch slot before 503 (default: 4 x batch)");
+                "Requests that may wait for a batch slot; beyond them 503 with Retry-After "
+                "(default: 4 x batch)");
+  s->add_option("--max-body", f->serve.max_body_bytes,
+                "Largest request body in bytes (K/M suffixes: 1K = 1024); larger ones get 413 "
+                "before they are read")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(size_t{1}, size_t{1} << 30))
+      ->capture_default_str();
+  s->add_option("--grace", f->serve.grace_seconds,
+                "Seconds SIGTERM/SIGINT lets in-flight requests finish; then the rest are "
+                "cancelled (503) and serve exits within about a second more")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  s->footer(
+      "Limits, checked before a request's body is read and before authentication "
+      "(schemas/http_api.md): a body larger than --max-body gets 413, a target over 8 KiB 414, "
+      "a request head over 32 KiB or 64 header lines 431; a head must arrive within 10 s and a "
+      "body within 30 s (408); at most 512 connections are open. SIGTERM/SIGINT: stop accepting, "
+      "let in-flight requests finish for up to --grace seconds (default 10), cancel the rest "
+      "(503), exit 0.");
   s->add_flag("--no-auth", f->no_auth,
               "Serve without authentication even though [api] api_key_env names a key variable "
               "(by default the server requires that key, and refuses to start without it)");
@@ -61,7 +81,6 @@ void AddServeCommand(CLI::App& app) {
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-    so.max_batch = 1;  // until the session says how many it batches
     engram::serve::Server server(so, rep);
     const int port = server.Start();
     rep.Log(engram::base::LogLevel::kInfo, "[serve] listening on http://" + so.host + ":" +

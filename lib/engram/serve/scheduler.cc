@@ -49,16 +49,34 @@ void Scheduler::CountUnauthorized() {
   ++counters_.unauthorized;
 }
 
-void Scheduler::Drain() {
+void Scheduler::Drain(Clock::time_point deadline) {
+  std::vector<std::shared_ptr<Job>> orphans;  // queued with no thread to run them
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (stopped_) return;
     draining_ = true;
-    cv_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
+    auto idle = [&] { return queue_.empty() && running_.empty(); };
+    const bool in_time = deadline == Clock::time_point::max()
+                             ? (cv_.wait(lock, idle), true)
+                             : cv_.wait_until(lock, deadline, idle);
+    if (!in_time) {
+      // Past the grace period: whatever is left stops now.
+      cancel_all_ = true;
+      for (auto& j : queue_) j->cancelled = true;
+      for (auto& j : running_) j->cancelled = true;
+      if (thread_.joinable()) cv_.wait(lock, idle);
+    }
+    if (!thread_.joinable()) orphans.assign(queue_.begin(), queue_.end()), queue_.clear();
     stopped_ = true;
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  for (auto& j : orphans) {
+    j->unavailable = true;
+    j->result.finish_reason = "error";
+    j->result.error = "the server shut down before this request ran; retry with another server";
+    if (j->on_done) j->on_done(*j);
+  }
 }
 
 ServeSnapshot Scheduler::Snapshot() const {
@@ -66,8 +84,9 @@ ServeSnapshot Scheduler::Snapshot() const {
   ServeSnapshot s;
   s.counters = counters_;
   s.queued = queue_.size();
-  s.running = running_;
+  s.running = running_.size();
   s.session = session_.get();
+  s.queue_capacity = queue_capacity_ ? queue_capacity_ : 4 * static_cast<size_t>(max_batch_);
   if (session_) s.table = session_->table_state();
   return s;
 }
@@ -116,66 +135,88 @@ void Scheduler::LogRequest(const Job& job) {
   }
 }
 
+// Counts a finished job and hands it to its handler.
+void Scheduler::Finish(Job& job) {
+  const auto& r = job.result;
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - job.start).count();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ServeCounters& c = counters_;
+    ++c.requests;
+    c.failed += r.finish_reason == "error";
+    c.cancelled += r.finish_reason == "cancelled";
+    c.prompt_tokens += r.prompt_tokens;
+    c.completion_tokens += r.completion_tokens;
+    c.lookups += r.prompt_lookups + r.gen_lookups;
+    c.hits += r.prompt_hits + r.gen_hits;
+    c.bypasses += r.bypass;
+    size_t k = 0;
+    while (k < std::size(kLatencyBuckets) && secs > kLatencyBuckets[k]) ++k;
+    ++c.latency_counts[k];
+    c.latency_sum += secs;
+    if (r.finish_reason != "error" && r.prompt_lookups + r.gen_lookups > 0) {
+      c.recent.emplace_back(job.id,
+                            HitRate(r.prompt_hits + r.gen_hits, r.prompt_lookups + r.gen_lookups));
+      if (c.recent.size() > 60) c.recent.pop_front();
+    }
+  }
+  if (job.on_done) job.on_done(job);
+}
+
 void Scheduler::Loop() {
   for (;;) {
-    std::vector<std::shared_ptr<Job>> batch;
+    std::vector<std::shared_ptr<Job>> batch, dropped;
+    bool shutdown_cancel;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stopped_ || !queue_.empty(); });
       if (stopped_ && queue_.empty()) return;
       while (!queue_.empty() && batch.size() < static_cast<size_t>(max_batch_)) {
-        if (!queue_.front()->cancelled) batch.push_back(queue_.front());
+        (queue_.front()->cancelled ? dropped : batch).push_back(queue_.front());
         queue_.pop_front();
       }
-      running_ += batch.size();
+      running_ = batch;
+      running_.insert(running_.end(), dropped.begin(), dropped.end());
+      shutdown_cancel = cancel_all_;
     }
-    if (batch.empty()) continue;
-    std::vector<model::GenerateRequest*> reqs;
-    for (auto& j : batch) reqs.push_back(&j->req);
-    std::vector<model::GenerateResult> results;
-    session_->GenerateBatch(reqs, &results);
-    for (size_t i = 0; i < batch.size(); ++i) {
-      Job& job = *batch[i];
-      {
-        std::lock_guard<std::mutex> lock(job.mu);
-        job.result = std::move(results[i]);
-      }
-      LogRequest(job);
-      const double secs =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - job.start).count();
+    for (auto& j : dropped) {  // their client went away, or the grace period ended
+      j->result.finish_reason = shutdown_cancel ? "error" : "cancelled";
+      j->unavailable = shutdown_cancel;
+      if (shutdown_cancel)
+        j->result.error = "the server shut down before this request ran; retry with another server";
+      Finish(*j);
+    }
+    if (!batch.empty()) {
+      std::vector<model::GenerateRequest*> reqs;
+      for (auto& j : batch) reqs.push_back(&j->req);
+      std::vector<model::GenerateResult> results;
+      session_->GenerateBatch(reqs, &results);
+      for (size_t i = 0; i < batch.size(); ++i) batch[i]->result = std::move(results[i]);
       {
         std::lock_guard<std::mutex> lock(mu_);
-        ServeCounters& c = counters_;
-        const auto& r = job.result;
-        ++c.requests;
-        c.failed += r.finish_reason == "error";
-        c.cancelled += r.finish_reason == "cancelled";
-        c.prompt_tokens += r.prompt_tokens;
-        c.completion_tokens += r.completion_tokens;
-        c.lookups += r.prompt_lookups + r.gen_lookups;
-        c.hits += r.prompt_hits + r.gen_hits;
-        c.bypasses += r.bypass;
-        size_t k = 0;
-        while (k < std::size(kLatencyBuckets) && secs > kLatencyBuckets[k]) ++k;
-        ++c.latency_counts[k];
-        c.latency_sum += secs;
-        if (r.finish_reason != "error" && r.prompt_lookups + r.gen_lookups > 0) {
-          c.recent.emplace_back(
-              job.id, HitRate(r.prompt_hits + r.gen_hits, r.prompt_lookups + r.gen_lookups));
-          if (c.recent.size() > 60) c.recent.pop_front();
+        shutdown_cancel = cancel_all_;
+      }
+      for (auto& j : batch) {
+        Job& job = *j;
+        if (job.cancelled && shutdown_cancel && !job.unavailable) {
+          job.unavailable = true;
+          job.result.finish_reason = "error";
+          job.result.error =
+              "the server shut down (its grace period ended) before this request finished; "
+              "retry with another server";
         }
+        LogRequest(job);
+        Finish(job);
       }
-      {
-        std::lock_guard<std::mutex> lock(job.mu);
-        job.finished = true;
-      }
-      job.cv.notify_all();
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      running_ -= batch.size();
-      ++counters_.batches;
-      counters_.batched_requests += batch.size();
+      running_.clear();
+      if (!batch.empty()) {
+        ++counters_.batches;
+        counters_.batched_requests += batch.size();
+      }
     }
     cv_.notify_all();
   }

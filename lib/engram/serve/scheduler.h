@@ -1,7 +1,7 @@
 // serve's generation queue: requests wait in a bounded queue, one scheduler thread takes up to
 // max_batch of them at a time into model::Session::GenerateBatch, records their outcome in the
-// counters the status page and /metrics show, and wakes each waiting handler. Internal to
-// libengram_serve.so.
+// counters the status page and /metrics show, and hands each result to its handler's on_done.
+// Internal to libengram_serve.so.
 #pragma once
 
 #include <atomic>
@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -21,18 +22,21 @@
 
 namespace engram::serve {
 
-// One queued or running generation request. The handler that made it waits on cv for
-// `finished` (or, streaming, for `pieces`); the scheduler thread fills `result`.
+// One queued or running generation request. The handler that made it sets req.on_text and
+// on_done; the scheduler thread fills `result` and calls on_done once.
 struct Job {
   uint64_t id = 0;
   bool chat = false, stream = false, include_usage = false;
   model::GenerateRequest req;
   model::GenerateResult result;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::string> pieces;  // streamed text not yet written
-  bool finished = false;
+  // Set with result.error when the server, not the request, is the reason it was not served
+  // (a shutdown past its grace period): HTTP 503.
+  bool unavailable = false;
+  // The request is abandoned (client gone, shutdown): a queued job is dropped, a running one
+  // stops at its next piece of text (req.on_text must return false when this is set).
   std::atomic<bool> cancelled{false};
+  // Called once, on the scheduler thread (or Drain's), when `result` is final. Must not throw.
+  std::function<void(Job&)> on_done;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
 
@@ -55,6 +59,9 @@ struct ServeSnapshot {
   size_t queued = 0, running = 0;
   const model::Session* session = nullptr;  // null while loading; lives as long as the Scheduler
   model::TableState table;
+  size_t queue_capacity = 0;  // effective (after the session said its batch size)
+  uint64_t http_refused = 0;  // requests refused by an HTTP limit (filled by the server)
+  size_t http_connections = 0;
 };
 
 // hits / lookups, 0 without lookups.
@@ -63,45 +70,49 @@ double HitRate(uint64_t hits, uint64_t lookups);
 // Thread-safe.
 class Scheduler {
  public:
-  // queue_capacity: requests that may wait beyond those generating (0 = 4 x max_batch). The
-  // reporter must outlive the scheduler.
+  using Clock = std::chrono::steady_clock;
+  // queue_capacity: requests that may wait beyond those generating (0 = 4 x the session's
+  // max_batch). The reporter must outlive the scheduler.
   Scheduler(size_t queue_capacity, base::Reporter& rep)
       : queue_capacity_(queue_capacity), rep_(rep) {}
-  ~Scheduler() { Drain(); }
+  ~Scheduler() { Drain(Clock::time_point::max()); }
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Hands over the loaded session and starts the scheduler thread.
   void SetSession(std::unique_ptr<model::Session> session);
   // Queues a job (setting its id). False, with the reason, while loading, once draining, or when
-  // the queue is full.
+  // the queue is full; on_done is then never called.
   bool Submit(const std::shared_ptr<Job>& job, std::string* why);
   // A request refused with 401 (counted for /metrics).
   void CountUnauthorized();
-  // Refuses new jobs, waits for the queued and running ones to finish, stops the thread.
-  // Idempotent.
-  void Drain();
+  // Refuses new jobs and lets the queued and running ones finish until `deadline`; then cancels
+  // what is left (queued jobs finish unavailable, running ones stop at their next piece and
+  // finish unavailable) and waits for that. Stops the thread. Idempotent.
+  void Drain(Clock::time_point deadline);
   ServeSnapshot Snapshot() const;
   // The session once loaded (null before); it lives as long as the Scheduler.
   const model::Session* session() const;
 
  private:
   void Loop();
+  void Finish(Job& job);
   void LogRequest(const Job& job);
 
   const size_t queue_capacity_;
   base::Reporter& rep_;
-  mutable std::mutex mu_;  // guards everything below
+  mutable std::mutex mu_;  // guards everything below but the scheduler thread's own state
   std::condition_variable cv_;
   std::unique_ptr<model::Session> session_;
   std::deque<std::shared_ptr<Job>> queue_;
-  size_t running_ = 0;  // jobs taken by the scheduler thread and not yet finished
+  std::vector<std::shared_ptr<Job>> running_;  // taken by the scheduler thread, not finished
   int max_batch_ = 1;
-  bool draining_ = false, stopped_ = false;
+  bool draining_ = false, stopped_ = false, cancel_all_ = false;
   uint64_t next_id_ = 0;
   ServeCounters counters_;
-  bool low_rate_explained_ = false;  // the scheduler thread's: a low hit rate is explained once
   std::thread thread_;
+
+  bool low_rate_explained_ = false;  // the scheduler thread's: a low hit rate is explained once
 };
 
 }  // namespace engram::serve

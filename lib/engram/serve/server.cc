@@ -1,19 +1,18 @@
-// serve's HTTP side (cpp-httplib): the routes, bearer-key auth, and the handlers that queue a
-// request with the scheduler and write its reply, whole or streamed as server-sent events. The
-// request and reply shapes are in openai.cc, the queue in scheduler.cc, /metrics and the status
-// page in status.cc.
-#include <httplib.h>
-
+// serve's endpoints over its HTTP server (http.h): the routes, bearer-key auth decided from the
+// request head (before any body is read), and the handlers that queue a request with the
+// scheduler and answer when it finishes, whole or streamed as server-sent events. The request and
+// reply shapes are in openai.cc, the queue in scheduler.cc, /metrics and the status page in
+// status.cc.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <deque>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "engram/base/error.h"
 #include "engram/base/module_status.h"
 #include "engram/serve/api.h"
+#include "engram/serve/http.h"
 #include "engram/serve/openai.h"
 #include "engram/serve/scheduler.h"
 #include "engram/serve/status.h"
@@ -24,10 +23,24 @@ namespace {
 
 using nlohmann::json;
 
-void SendError(httplib::Response& res, int status, const std::string& message,
-               const std::string& type) {
-  res.status = status;
-  res.set_content(ErrorBody(status, message, type).dump(), "application/json");
+HttpResponse JsonResponse(int status, const json& j) {
+  HttpResponse r;
+  r.status = status;
+  r.body = j.dump();
+  return r;
+}
+
+// The OpenAI error type for a status.
+const char* ErrorType(int status) {
+  if (status == 503) return "unavailable_error";
+  if (status >= 500) return "server_error";
+  return "invalid_request_error";
+}
+
+HttpResponse Error(int status, const std::string& message) {
+  HttpResponse r = JsonResponse(status, ErrorBody(status, message, ErrorType(status)));
+  if (status == 503) r.headers.emplace_back("Retry-After", "1");
+  return r;
 }
 
 // Compares without an early exit, so response time does not reveal a key's prefix.
@@ -38,22 +51,42 @@ bool SameSecret(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+struct Route {
+  const char* path;
+  const char* method;  // GET routes answer HEAD too
+  bool auth;
+};
+constexpr Route kRoutes[] = {
+    {"/health", "GET", false},         {"/v1/models", "GET", false},
+    {"/v1/completions", "POST", true}, {"/v1/chat/completions", "POST", true},
+    {"/metrics", "GET", true},         {"/", "GET", true},
+};
+
+std::string Sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
+
+// A streamed reply's progress; its mutex orders the writes of the scheduler thread's on_text and
+// on_done.
+struct StreamState {
+  std::mutex mu;
+  bool started = false;
+};
+
 }  // namespace
 
 // What engramctl's Server drives through the ServeApi table (api.h).
 struct HttpServer {
   ServeOptions opts;
   base::Reporter& rep;
-  httplib::Server http;
-  std::thread listen_thread;
-  int port = 0;
   Scheduler scheduler;
+  std::unique_ptr<HttpCore> http;
+  int port = 0;
+  bool shut = false;
 
   HttpServer(ServeOptions o, base::Reporter& r)
       : opts(std::move(o)), rep(r), scheduler(opts.queue_capacity, r) {}
   ~HttpServer() { Shutdown(); }
   int Start();
-  void SetSession(std::unique_ptr<model::Session> s);
+  void SetSession(std::unique_ptr<model::Session> s) { scheduler.SetSession(std::move(s)); }
   void Shutdown();
 
   ReplyShape Shape() const {
@@ -62,163 +95,157 @@ struct HttpServer {
             std::string("engramctl-0.1.0; base model, ") + kPlainChatTemplate};
   }
 
-  bool Authorized(const httplib::Request& req, httplib::Response& res) {
-    if (!opts.api_key) return true;
-    const std::string h = req.get_header_value("Authorization");
+  // On the I/O thread, from the request head alone: 404, 405, 401, or go on to read the body.
+  std::optional<HttpResponse> Admit(const HttpRequest& h) {
+    const Route* route = nullptr;
+    for (const Route& r : kRoutes)
+      if (h.path == r.path) route = &r;
+    if (!route)
+      return Error(404, "no endpoint " + h.path +
+                            " here; this server answers /v1/completions, /v1/chat/completions, "
+                            "/v1/models, /health, /metrics and / (schemas/http_api.md)");
+    const bool get = std::string_view(route->method) == "GET";
+    if (h.method != route->method && !(get && h.method == "HEAD")) {
+      HttpResponse r = Error(
+          405, h.method + " " + h.path + " is not supported; send " + route->method + " " + h.path);
+      r.headers.emplace_back("Allow", get ? "GET, HEAD" : route->method);
+      return r;
+    }
+    if (!route->auth || !opts.api_key) return std::nullopt;
+    const std::string* auth = h.Header("authorization");
     const std::string prefix = "Bearer ";
-    if (h.size() > prefix.size() && h.compare(0, prefix.size(), prefix) == 0 &&
-        SameSecret(h.substr(prefix.size()), *opts.api_key))
-      return true;
+    if (auth && auth->size() > prefix.size() && auth->compare(0, prefix.size(), prefix) == 0 &&
+        SameSecret(auth->substr(prefix.size()), *opts.api_key))
+      return std::nullopt;
     scheduler.CountUnauthorized();
-    SendError(res, 401,
-              h.empty() ? "missing API key: send 'Authorization: Bearer <key>' with the key this "
-                          "server reads from $" +
-                              opts.api_key_env
-                        : "incorrect API key: this server expects the key in $" + opts.api_key_env +
-                              " (the variable [api] api_key_env names)",
-              "invalid_request_error");
-    return false;
+    return Error(401, !auth || auth->empty()
+                          ? "missing API key: send 'Authorization: Bearer <key>' with the key this "
+                            "server reads from $" +
+                                opts.api_key_env
+                          : "incorrect API key: this server expects the key in $" +
+                                opts.api_key_env + " (the variable [api] api_key_env names)");
   }
 
-  void Generate(const httplib::Request& req, httplib::Response& res, bool chat) {
-    if (!Authorized(req, res)) return;
-    auto job = std::make_shared<Job>();
-    if (std::string bad = ParseRequest(req.body, chat, job.get()); !bad.empty()) {
-      SendError(res, 400, bad, "invalid_request_error");
-      return;
-    }
-    if (job->stream) {
-      Job* jp = job.get();
-      job->req.on_text = [jp](std::string_view piece) {
-        if (jp->cancelled) return false;
-        std::lock_guard<std::mutex> lock(jp->mu);
-        jp->pieces.emplace_back(piece);
-        jp->cv.notify_all();
-        return true;
-      };
+  ServeSnapshot Snapshot() const {
+    ServeSnapshot s = scheduler.Snapshot();
+    s.http_refused = http ? http->refused() : 0;
+    s.http_connections = http ? http->connections() : 0;
+    return s;
+  }
+
+  // On a worker, with the whole request.
+  void Handle(HttpRequest req, const std::shared_ptr<HttpExchange>& ex) {
+    const std::string& p = req.path;
+    if (p == "/health") {
+      ex->Reply(scheduler.session() ? JsonResponse(200, json{{"status", "ok"}})
+                                    : Error(503, "Loading model"));
+    } else if (p == "/v1/models") {
+      json data = json::array();
+      if (const model::Session* s = scheduler.session())
+        data.push_back({{"id", s->info().model_name},
+                        {"object", "model"},
+                        {"created", 0},
+                        {"owned_by", "engramctl"},
+                        {"meta",
+                         {{"table", s->info().table_path},
+                          {"max_batch", s->info().max_batch},
+                          {"context", s->info().max_seq},
+                          {"chat_template", kPlainChatTemplate}}}});
+      ex->Reply(JsonResponse(200, json{{"object", "list"}, {"data", data}}));
+    } else if (p == "/metrics") {
+      HttpResponse r;
+      r.content_type = "text/plain; version=0.0.4";
+      r.body = MetricsText(Snapshot());
+      ex->Reply(r);
+    } else if (p == "/") {
+      HttpResponse r;
+      r.content_type = "text/html; charset=utf-8";
+      r.body = StatusPageHtml(Snapshot(), opts.config_path);
+      ex->Reply(r);
     } else {
-      job->req.on_text = nullptr;
+      Generate(req, ex, p == "/v1/chat/completions");
     }
+  }
+
+  void Generate(const HttpRequest& req, const std::shared_ptr<HttpExchange>& ex, bool chat) {
+    auto job = std::make_shared<Job>();
+    if (std::string bad = ParseRequest(req.body, chat, job.get()); !bad.empty())
+      return ex->Reply(Error(400, bad));
+    auto st = std::make_shared<StreamState>();
+    Job* jp = job.get();  // the callbacks are the job's own: it outlives them
+    job->req.on_text = [this, jp, ex, st](std::string_view piece) {
+      if (jp->cancelled || ex->gone()) return false;
+      if (!jp->stream) return true;
+      std::lock_guard<std::mutex> lock(st->mu);
+      BeginStream(*jp, *ex, *st);
+      return ex->Write(Sse(Chunk(*jp, Shape(), std::string(piece), nullptr)));
+    };
+    job->on_done = [this, ex, st](Job& j) { Answer(j, *ex, *st); };
     std::string why;
-    if (!scheduler.Submit(job, &why)) {
-      res.set_header("Retry-After", "1");
-      SendError(res, 503, why, "unavailable_error");
-      return;
+    if (!scheduler.Submit(job, &why)) return ex->Reply(Error(503, why));
+  }
+
+  // The stream's status line and headers go out with its first piece (or its end), so that a
+  // request that fails before any text still gets a plain error status.
+  void BeginStream(const Job& j, HttpExchange& ex, StreamState& st) {
+    if (st.started) return;
+    st.started = true;
+    ex.BeginStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+    if (j.chat) {
+      json c = Chunk(j, Shape(), "", nullptr);
+      c["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
+      ex.Write(Sse(c));
     }
-    if (!job->stream) {
-      std::unique_lock<std::mutex> lock(job->mu);
-      job->cv.wait(lock, [&] { return job->finished; });
-      if (job->result.finish_reason == "error") {
-        const bool client = job->result.error_code == static_cast<int>(Code::kInvalidArgument);
-        SendError(res, client ? 400 : 500, job->result.error,
-                  client ? "invalid_request_error" : "server_error");
-        return;
-      }
-      res.set_content(FinalBody(*job, Shape()).dump(), "application/json");
-      return;
+  }
+
+  // on_done: the final reply, or the end of the stream.
+  void Answer(const Job& j, HttpExchange& ex, StreamState& st) {
+    const model::GenerateResult& r = j.result;
+    const int status = j.unavailable ? 503
+                       : r.finish_reason != "error"
+                           ? 200
+                           : (r.error_code == static_cast<int>(Code::kInvalidArgument) ? 400 : 500);
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (!st.started && status != 200) return ex.Reply(Error(status, r.error));
+    if (!j.stream) return ex.Reply(JsonResponse(200, FinalBody(j, Shape())));
+    BeginStream(j, ex, st);
+    if (status != 200) {
+      ex.Write(Sse(ErrorBody(status, r.error, ErrorType(status))));
+    } else {
+      ex.Write(Sse(Chunk(j, Shape(), "", r.finish_reason.c_str())));
+      if (j.include_usage) ex.Write(Sse(UsageChunk(j, Shape())));
     }
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, job, sent_role = false](size_t, httplib::DataSink& sink) mutable {
-          auto write = [&](const json& j) {
-            std::string s = "data: " + j.dump() + "\n\n";
-            return sink.write(s.data(), s.size());
-          };
-          if (job->chat && !sent_role) {
-            sent_role = true;
-            json j = Chunk(*job, Shape(), "", nullptr);
-            j["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
-            if (!write(j)) return job->cancelled = true, false;
-          }
-          std::unique_lock<std::mutex> lock(job->mu);
-          job->cv.wait_for(lock, std::chrono::milliseconds(200),
-                           [&] { return job->finished || !job->pieces.empty(); });
-          std::deque<std::string> pieces;
-          pieces.swap(job->pieces);
-          const bool finished = job->finished;
-          lock.unlock();
-          for (const auto& p : pieces)
-            if (!write(Chunk(*job, Shape(), p, nullptr))) return job->cancelled = true, false;
-          if (!finished) {
-            if (!sink.is_writable()) return job->cancelled = true, false;
-            return true;
-          }
-          const auto& r = job->result;
-          if (r.finish_reason == "error") {
-            write(ErrorBody(500, r.error, "server_error"));
-          } else {
-            write(Chunk(*job, Shape(), "", r.finish_reason.c_str()));
-            if (job->include_usage) write(UsageChunk(*job, Shape()));
-          }
-          static const std::string kDone = "data: [DONE]\n\n";
-          sink.write(kDone.data(), kDone.size());
-          sink.done();
-          return true;
-        });
+    ex.Write("data: [DONE]\n\n");
+    ex.EndStream();
   }
 };
 
 int HttpServer::Start() {
-  HttpServer& d = *this;
-  const size_t threads =
-      (d.opts.queue_capacity ? d.opts.queue_capacity : 4 * d.opts.max_batch) + d.opts.max_batch + 8;
-  d.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  d.http.Get("/health", [&d](const httplib::Request&, httplib::Response& res) {
-    if (!d.scheduler.session())
-      SendError(res, 503, "Loading model", "unavailable_error");
-    else
-      res.set_content(json{{"status", "ok"}}.dump(), "application/json");
-  });
-  d.http.Get("/v1/models", [&d](const httplib::Request&, httplib::Response& res) {
-    json data = json::array();
-    if (const model::Session* s = d.scheduler.session())
-      data.push_back({{"id", s->info().model_name},
-                      {"object", "model"},
-                      {"created", 0},
-                      {"owned_by", "engramctl"},
-                      {"meta",
-                       {{"table", s->info().table_path},
-                        {"max_batch", s->info().max_batch},
-                        {"context", s->info().max_seq},
-                        {"chat_template", kPlainChatTemplate}}}});
-    res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
-  });
-  d.http.Post("/v1/completions", [&d](const httplib::Request& req, httplib::Response& res) {
-    d.Generate(req, res, false);
-  });
-  d.http.Post("/v1/chat/completions", [&d](const httplib::Request& req, httplib::Response& res) {
-    d.Generate(req, res, true);
-  });
-  d.http.Get("/metrics", [&d](const httplib::Request& req, httplib::Response& res) {
-    if (!d.Authorized(req, res)) return;
-    res.set_content(MetricsText(d.scheduler.Snapshot()), "text/plain; version=0.0.4");
-  });
-  d.http.Get("/", [&d](const httplib::Request& req, httplib::Response& res) {
-    if (!d.Authorized(req, res)) return;
-    res.set_content(StatusPageHtml(d.scheduler.Snapshot(), d.opts.config_path),
-                    "text/html; charset=utf-8");
-  });
-  if (d.opts.port == 0)
-    d.port = d.http.bind_to_any_port(d.opts.host);
-  else
-    d.port = d.http.bind_to_port(d.opts.host, d.opts.port) ? d.opts.port : -1;
-  ENGRAM_CHECK(d.port > 0, Code::kIo,
-               "cannot listen on " << d.opts.host << ":" << d.opts.port
-                                   << " (address in use or not local); pick another --port or "
-                                      "--host");
-  d.listen_thread = std::thread([&d] { d.http.listen_after_bind(); });
-  return d.port;
-}
-
-void HttpServer::SetSession(std::unique_ptr<model::Session> s) {
-  scheduler.SetSession(std::move(s));
+  HttpLimits limits;
+  limits.max_body_bytes = opts.max_body_bytes;
+  HttpCore::Handlers h;
+  h.admit = [this](const HttpRequest& head) { return Admit(head); };
+  h.handle = [this](HttpRequest req, std::shared_ptr<HttpExchange> ex) {
+    Handle(std::move(req), ex);
+  };
+  h.error = [](int status, const std::string& message) { return Error(status, message); };
+  http = std::make_unique<HttpCore>(limits, std::move(h), rep);
+  port = http->Start(opts.host, opts.port);
+  return port;
 }
 
 void HttpServer::Shutdown() {
-  scheduler.Drain();
-  http.stop();  // lets handlers that are writing their responses finish (the pool joins)
-  if (listen_thread.joinable()) listen_thread.join();
+  if (shut) return;
+  shut = true;
+  const auto now = std::chrono::steady_clock::now();
+  const auto grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(std::max(0.0, opts.grace_seconds)));
+  if (http) http->StopAccepting();
+  scheduler.Drain(now + grace);
+  // The answers of the drained requests are written within the rest of the grace period, and at
+  // least a second.
+  if (http)
+    http->Stop(std::max(now + grace, std::chrono::steady_clock::now() + std::chrono::seconds(1)));
 }
 
 namespace {

@@ -1,7 +1,7 @@
 // `engramctl serve`: an OpenAI-compatible HTTP endpoint over a model::Session
-// (schemas/http_api.md). The only includer of cpp-httplib. Endpoints: GET /health, GET /v1/models,
-// POST /v1/completions, POST /v1/chat/completions (stream or not), GET /metrics (Prometheus text),
-// GET / (status page).
+// (schemas/http_api.md), on serve's own HTTP/1.1 server (http.h). Endpoints: GET /health,
+// GET /v1/models, POST /v1/completions, POST /v1/chat/completions (stream or not), GET /metrics
+// (Prometheus text), GET / (status page).
 #pragma once
 
 #include <cstdint>
@@ -21,13 +21,18 @@ struct ServeOptions {
   // logged or echoed.
   std::optional<std::string> api_key;
   std::string api_key_env;  // the variable it came from (named in 401 bodies)
-  // Requests waiting for a batch slot; beyond it, 503 with Retry-After. 0 = 4 x max_batch.
+  // Requests waiting for a batch slot; beyond it, 503 with Retry-After. 0 = 4 x the session's
+  // max_batch (set by --batch or [inference] max_batch_size).
   size_t queue_capacity = 0;
-  int max_batch = 1;        // requests generated together (the session's max_batch)
   std::string config_path;  // shown on the status page
+  // Largest request body (Content-Length) read; larger ones get 413 before they are read.
+  size_t max_body_bytes = 1 << 20;
+  // After Shutdown starts, in-flight requests may finish for this long; then what is left is
+  // cancelled (503) and the server closes within about a second more.
+  double grace_seconds = 10;
 };
 
-// Thread-safe: handlers run on httplib's pool, generation on one scheduler thread.
+// Thread-safe: handlers run on the HTTP workers, generation on one scheduler thread.
 class Server {
  public:
   // The reporter must be thread-safe and outlive the server.
@@ -41,8 +46,10 @@ class Server {
   int Start();
   // Hands over the loaded session: generation requests are served from now on.
   void SetSession(std::unique_ptr<model::Session> session);
-  // Graceful stop: new generation requests get 503, queued and running ones finish and are
-  // delivered, then the listener closes. Idempotent.
+  // Graceful stop: the listener and idle or half-read connections close at once; new
+  // generation requests get 503; queued and running ones finish and are delivered within the
+  // grace period, after which the rest are cancelled. Returns within grace_seconds + ~1 s.
+  // Idempotent.
   void Shutdown();
 
  private:

@@ -62,7 +62,14 @@ std::string MetricsText(const ServeSnapshot& s) {
   metric("engram_batches_total", "counter", "Batches generated", c.batches);
   metric("engram_batched_requests_total", "counter", "Requests over all batches",
          c.batched_requests);
+  metric("engram_http_refused_total", "counter",
+         "Requests refused by an HTTP limit or malformed (400, 408, 411, 413, 414, 431, 503 over "
+         "the connection limit)",
+         s.http_refused);
+  metric("engram_http_connections", "gauge", "Open client connections", s.http_connections);
   metric("engram_queue_depth", "gauge", "Requests waiting for a batch slot", s.queued);
+  metric("engram_queue_capacity", "gauge", "Requests that may wait before 503 (--queue)",
+         s.queue_capacity);
   metric("engram_requests_in_flight", "gauge", "Requests queued or generating",
          s.queued + s.running);
   metric("engram_table_generation", "gauge", "Table state serving requests (+1 per reload)",
