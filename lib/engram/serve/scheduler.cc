@@ -1,9 +1,13 @@
-// The scheduler thread: batches of queued jobs through the session, per-request log lines, and
-// the counters.
+// The scheduler thread: batches of queued jobs through the session, per-request log lines, the
+// counters, and the table-damage bookkeeping.
 #include "engram/serve/scheduler.h"
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
+
+#include "engram/serve/table_guard.h"
 
 namespace engram::serve {
 
@@ -14,6 +18,8 @@ double HitRate(uint64_t hits, uint64_t lookups) {
 }
 
 void Scheduler::SetSession(std::unique_ptr<model::Session> session) {
+  if (session->info().engram) GuardTableMapping(session->info().table_path);
+  seen_faults_ = TableFaults();
   {
     std::lock_guard<std::mutex> lock(mu_);
     max_batch_ = std::max(1, session->info().max_batch);
@@ -96,6 +102,73 @@ const model::Session* Scheduler::session() const {
   return session_.get();
 }
 
+Scheduler::FileStamp Scheduler::Stamp(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+          static_cast<uint64_t>(st.st_size),
+          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+std::string Scheduler::DamagedMessage() const {
+  return "the table file " + session_->info().table_path +
+         " is damaged under the server (table generation " + std::to_string(damaged_generation_) +
+         " read past the end of the file: it was truncated or is being rewritten in place); "
+         "requests are refused until the file is restored or replaced. Replace tables by "
+         "rename (as build and sort-buckets write them), never in place";
+}
+
+void Scheduler::MarkDamaged(uint64_t generation) {
+  if (!damaged_ || damaged_generation_ != generation)
+    rep_.Log(LogLevel::kWarning,
+             "[serve] table generation " + std::to_string(generation) + " of " +
+                 session_->info().table_path +
+                 " read past the end of its file (truncated under the server?): requests get "
+                 "503 until the file is restored or replaced");
+  damaged_ = true;
+  damaged_generation_ = generation;
+  damaged_stamp_ = Stamp(session_->info().table_path);
+}
+
+std::string Scheduler::TableUnavailable() {
+  if (!session_->info().engram) return "";
+  if (const uint64_t f = TableFaults(); f != seen_faults_) {  // a fault between batches
+    seen_faults_ = f;
+    MarkDamaged(session_->table_state().generation);
+  }
+  // A changed file gets a batch: the session reloads it before generating, and CheckTableAfter
+  // sees whether a new state served.
+  if (damaged_ && session_->table_state().generation == damaged_generation_ &&
+      Stamp(session_->info().table_path) == damaged_stamp_)
+    return DamagedMessage();
+  return "";
+}
+
+void Scheduler::CheckTableAfter(const std::vector<std::shared_ptr<Job>>& batch) {
+  if (!session_->info().engram || batch.empty()) return;
+  const uint64_t generation = batch.front()->result.table.generation;
+  if (const uint64_t f = TableFaults(); f != seen_faults_) {
+    seen_faults_ = f;
+    MarkDamaged(generation ? generation : session_->table_state().generation);
+  } else if (damaged_ && generation == damaged_generation_) {
+    damaged_stamp_ = Stamp(session_->info().table_path);  // the change did not load: still damaged
+  } else if (damaged_ && generation > damaged_generation_) {
+    damaged_ = false;
+    rep_.Log(LogLevel::kInfo, "[serve] table generation " + std::to_string(generation) +
+                                  " serves again after the damaged one");
+  }
+  if (!damaged_) return;
+  for (const auto& j : batch) {
+    model::GenerateResult& r = j->result;
+    const bool request_error =
+        r.finish_reason == "error" && r.error_code == static_cast<int>(Code::kInvalidArgument);
+    if (r.table.generation != damaged_generation_ || request_error) continue;
+    j->unavailable = true;
+    r.finish_reason = "error";
+    r.error = DamagedMessage();
+  }
+}
+
 void Scheduler::LogRequest(const Job& job) {
   const auto& r = job.result;
   const std::string head = "[engram] request " + std::to_string(job.id) + ": ";
@@ -146,6 +219,7 @@ void Scheduler::Finish(Job& job) {
     ++c.requests;
     c.failed += r.finish_reason == "error";
     c.cancelled += r.finish_reason == "cancelled";
+    c.table_unavailable += job.unavailable && !cancel_all_;
     c.prompt_tokens += r.prompt_tokens;
     c.completion_tokens += r.completion_tokens;
     c.lookups += r.prompt_lookups + r.gen_lookups;
@@ -188,11 +262,21 @@ void Scheduler::Loop() {
       Finish(*j);
     }
     if (!batch.empty()) {
-      std::vector<model::GenerateRequest*> reqs;
-      for (auto& j : batch) reqs.push_back(&j->req);
-      std::vector<model::GenerateResult> results;
-      session_->GenerateBatch(reqs, &results);
-      for (size_t i = 0; i < batch.size(); ++i) batch[i]->result = std::move(results[i]);
+      if (std::string why = TableUnavailable(); !why.empty()) {
+        for (auto& j : batch) {
+          j->unavailable = true;
+          j->result.finish_reason = "error";
+          j->result.error = why;
+          j->result.table = session_->table_state();
+        }
+      } else {
+        std::vector<model::GenerateRequest*> reqs;
+        for (auto& j : batch) reqs.push_back(&j->req);
+        std::vector<model::GenerateResult> results;
+        session_->GenerateBatch(reqs, &results);
+        for (size_t i = 0; i < batch.size(); ++i) batch[i]->result = std::move(results[i]);
+        CheckTableAfter(batch);
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         shutdown_cancel = cancel_all_;

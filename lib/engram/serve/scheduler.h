@@ -1,6 +1,7 @@
 // serve's generation queue: requests wait in a bounded queue, one scheduler thread takes up to
 // max_batch of them at a time into model::Session::GenerateBatch, records their outcome in the
 // counters the status page and /metrics show, and hands each result to its handler's on_done.
+// A table file damaged under the session (table_guard.h) turns the batches it served into 503s.
 // Internal to libengram_serve.so.
 #pragma once
 
@@ -30,7 +31,7 @@ struct Job {
   model::GenerateRequest req;
   model::GenerateResult result;
   // Set with result.error when the server, not the request, is the reason it was not served
-  // (a shutdown past its grace period): HTTP 503.
+  // (the table file damaged under the server, a shutdown past its grace period): HTTP 503.
   bool unavailable = false;
   // The request is abandoned (client gone, shutdown): a queued job is dropped, a running one
   // stops at its next piece of text (req.on_text must return false when this is set).
@@ -48,6 +49,7 @@ struct ServeCounters {
   uint64_t requests = 0, failed = 0, rejected = 0, unauthorized = 0, cancelled = 0;
   uint64_t prompt_tokens = 0, completion_tokens = 0, lookups = 0, hits = 0, bypasses = 0;
   uint64_t batches = 0, batched_requests = 0;
+  uint64_t table_unavailable = 0;  // requests answered 503 because the table file was damaged
   uint64_t latency_counts[std::size(kLatencyBuckets) + 1] = {};
   double latency_sum = 0;
   std::deque<std::pair<uint64_t, double>> recent;  // (request id, hit rate), newest last
@@ -79,7 +81,8 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Hands over the loaded session and starts the scheduler thread.
+  // Hands over the loaded session, guards its table mapping (table_guard.h) and starts the
+  // scheduler thread.
   void SetSession(std::unique_ptr<model::Session> session);
   // Queues a job (setting its id). False, with the reason, while loading, once draining, or when
   // the queue is full; on_done is then never called.
@@ -95,9 +98,23 @@ class Scheduler {
   const model::Session* session() const;
 
  private:
+  // The table file's identity, as model::Session's reload check sees it.
+  struct FileStamp {
+    uint64_t dev = 0, ino = 0, size = 0;
+    int64_t mtime_ns = 0;
+    bool operator==(const FileStamp&) const = default;
+  };
+  static FileStamp Stamp(const std::string& path);
   void Loop();
   void Finish(Job& job);
   void LogRequest(const Job& job);
+  // Before a batch: "" or why the table cannot serve it (the state a fault damaged, unchanged).
+  std::string TableUnavailable();
+  // After a batch: a fault during it marks its table state damaged; jobs served by a damaged
+  // state become unavailable.
+  void CheckTableAfter(const std::vector<std::shared_ptr<Job>>& batch);
+  void MarkDamaged(uint64_t generation);
+  std::string DamagedMessage() const;
 
   const size_t queue_capacity_;
   base::Reporter& rep_;
@@ -112,7 +129,12 @@ class Scheduler {
   ServeCounters counters_;
   std::thread thread_;
 
-  bool low_rate_explained_ = false;  // the scheduler thread's: a low hit rate is explained once
+  // The scheduler thread's own.
+  bool low_rate_explained_ = false;  // a low hit rate is explained once
+  uint64_t seen_faults_ = 0;         // TableFaults() already accounted for
+  bool damaged_ = false;             // a table state read past the end of its file
+  uint64_t damaged_generation_ = 0;
+  FileStamp damaged_stamp_;  // the file as it was when that state was last found damaged
 };
 
 }  // namespace engram::serve

@@ -62,6 +62,9 @@ std::string MetricsText(const ServeSnapshot& s) {
   metric("engram_batches_total", "counter", "Batches generated", c.batches);
   metric("engram_batched_requests_total", "counter", "Requests over all batches",
          c.batched_requests);
+  metric("engram_requests_table_unavailable_total", "counter",
+         "Requests refused with 503 because the table file was damaged under the server",
+         c.table_unavailable);
   metric("engram_http_refused_total", "counter",
          "Requests refused by an HTTP limit or malformed (400, 408, 411, 413, 414, 431, 503 over "
          "the connection limit)",
