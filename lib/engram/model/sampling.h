@@ -7,11 +7,9 @@
 #include <random>
 #include <vector>
 
-namespace engram::model {
+#include "engram/model/session.h"  // kMinTemperature
 
-// Temperatures below this are greedy: logits / 1e-39 overflow to inf and sampling would run on
-// NaN (serve's HTTP side uses the same floor, schemas/http_api.md).
-inline constexpr double kMinTemperature = 1e-3;
+namespace engram::model {
 
 struct SamplingParams {
   double temperature = 0.8;  // below kMinTemperature: greedy (the first highest logit)

@@ -42,10 +42,14 @@ struct TableState {
   bool stale = false;  // deterministic addressing met an unfolded journal: an older state serves
 };
 
+// Temperatures below this are greedy, as 0 is: logits / 1e-39 overflow to inf and sampling would
+// run on NaN. run, serve's HTTP side (schemas/http_api.md) and the sampler share it.
+inline constexpr double kMinTemperature = 1e-3;
+
 struct GenerateRequest {
   std::string prompt;  // raw text (chat requests are templated by the caller)
   int max_tokens = 16;
-  double temperature = 0.8;  // 0 = greedy
+  double temperature = 0.8;  // 0 (or below kMinTemperature) = greedy
   int top_k = 0;             // 0 = off
   double top_p = 1.0;        // 1 = off
   uint64_t seed = 0;

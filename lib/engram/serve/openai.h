@@ -14,9 +14,7 @@ namespace engram::serve {
 // {"error": {"code", "message", "type", "param"}}.
 nlohmann::json ErrorBody(int code, const std::string& message, const std::string& type);
 
-// Temperatures below this are sampled greedily (as 0): dividing logits by a smaller one overflows
-// float and would sample from infinities (schemas/http_api.md).
-inline constexpr double kMinTemperature = 1e-3;
+using model::kMinTemperature;  // requests below it are sampled greedily (schemas/http_api.md)
 
 // Parses a /v1/completions (chat = false) or /v1/chat/completions body into job (its chat,
 // stream, include_usage and req fields). Strict: integer fields must be JSON integers (not 1.9,
