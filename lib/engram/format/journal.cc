@@ -1,6 +1,8 @@
 // Journal record encoding and the committed-prefix scan (schemas/table_format.md §5).
 #include "engram/format/journal.h"
 
+#include <sys/stat.h>
+
 #include <cstring>
 
 #include "engram/base/checked.h"
@@ -299,12 +301,33 @@ JournalState ReadJournal(int fd, const std::string& path, const Header& h, const
   if (st.has_slots) {
     uint8_t sb[2 * kCommitSlotSize];
     base::PreadFull(fd, sb, sizeof sb, kCommitSlotsOffset, path);
+    CommitSlot slots[2];
+    bool valid[2];
     for (int i = 0; i < 2; ++i) {
-      CommitSlot s;
-      if (DecodeCommitSlot(sb + i * kCommitSlotSize, seed, &s) &&
-          (!st.slot_valid || s.n_commits > st.slot.n_commits)) {
-        st.slot = s;
+      valid[i] = DecodeCommitSlot(sb + i * kCommitSlotSize, seed, &slots[i]);
+      if (valid[i] && (!st.slot_valid || slots[i].n_commits > st.slot.n_commits)) {
+        st.slot = slots[i];
         st.slot_valid = true;
+      }
+    }
+    // A reader beside a writer: the file's length was taken when this view opened, and an
+    // append may have committed since and written its slot. That slot describes a later state,
+    // not damage: when the file has grown past this view's length to where the slot says, the
+    // view is checked against the other slot (the state before that commit) if it matches,
+    // and without a slot otherwise (issue 32: one verify in three beside appends said "copy the
+    // table again", advice that would lose the committed entries).
+    if (st.slot_valid &&
+        (st.slot.n_commits > st.n_commits || st.slot.committed_end > st.committed_end)) {
+      struct stat now;
+      if (::fstat(fd, &now) == 0 && static_cast<uint64_t>(now.st_size) > file_length &&
+          static_cast<uint64_t>(now.st_size) >= st.slot.committed_end) {
+        st.slot_valid = false;
+        for (int i = 0; i < 2; ++i)
+          if (valid[i] && slots[i].n_commits == st.n_commits &&
+              slots[i].committed_end == st.committed_end) {
+            st.slot = slots[i];
+            st.slot_valid = true;
+          }
       }
     }
   }
