@@ -28,7 +28,7 @@ cd "$work"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
 # A fresh copy of the demo table and two configs over it (journal read, deterministic).
-sed -e "s|build/demo/model|$model|" -e "s|build/demo/engram_weights/ngram_table_v3.bin|$work/t.engram|" \
+sed -e "s|\.\./\.\./build/demo/model|$model|" -e "s|\.\./\.\./build/demo/engram_weights/ngram_table_v3.bin|$work/t.engram|" \
   -e 's|prefetch = true|prefetch = false|' "$root/examples/demo/config.toml" > det.toml
 sed 's|deterministic_addressing = true|deterministic_addressing = false|' det.toml > journal.toml
 $E -q build --config det.toml --corpus "$root/build/assets/brown/train.txt" \

@@ -2,9 +2,11 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_common.h"
+#include "engram/base/file.h"
 #include "engram/base/json.h"
 #include "engram/base/module_status.h"
 #include "engram/model/fit.h"
+#include "engram/model/run.h"
 #include "engram/table/ledger.h"
 #include "engram/table/verify.h"
 
@@ -71,6 +73,28 @@ void CheckLedger(const std::string& table, const std::string& config_path, int t
                      " facts hold ('engramctl facts --check' lists them)");
 }
 
+// verify --config with a config that names a model ([model] path) or a device other than the
+// CPU: every problem run or serve would refuse it for (device, model directory, [moe] against
+// the model's config.json, tokenizer, the table against the model), asked of the model module.
+void CheckModelSetup(const engram::config::Config& cfg, const std::string& config_path,
+                     const std::string& table, engram::table::VerifyReport* r) {
+  if (cfg.model.path.empty() && cfg.model.device == "cpu") return;
+  engram::model::RunOptions ro;
+  ro.config_path = config_path;
+  ro.table_path = table;
+  std::vector<std::string> problems;
+  try {
+    engram::base::CallModule(engram::model::LoadSetupProblemsPlugin(), &ro, &problems);
+  } catch (const engram::Error& e) {
+    r->problems.push_back(
+        {0, 0, "config model", e.code(),
+         std::string("the model the config names could not be checked: ") + e.what()});
+    return;
+  }
+  for (auto& p : problems)
+    r->problems.push_back({0, 0, "config model", engram::Code::kConfig, std::move(p)});
+}
+
 }  // namespace
 
 void AddVerifyCommand(CLI::App& app) {
@@ -97,14 +121,28 @@ void AddVerifyCommand(CLI::App& app) {
       f->o.config = &*cfg;
       if (f->table.empty()) f->table = cfg->table.path;
       if (f->o.tokenizer_path.empty()) {
+        // A missing tokenizer is the model check's problem (below), named there.
         std::string t = TokenizerFromConfig(*cfg);
-        if (!t.empty()) f->o.tokenizer_path = t;
+        if (!t.empty() && engram::base::PathExists(t)) f->o.tokenizer_path = t;
       }
     }
     ENGRAM_CHECK(!f->table.empty(), engram::Code::kInvalidArgument,
                  "no table given; name one or use --config");
-    engram::table::VerifyReport r = engram::table::Verify(f->table, f->o, rep);
-    if (cfg && !cfg->model.path.empty())
+    engram::table::VerifyReport r;
+    bool opened = true;
+    try {
+      r = engram::table::Verify(f->table, f->o, rep);
+    } catch (const engram::Error& e) {
+      // With --config, a table that cannot be opened is one problem among the config's.
+      if (!cfg) throw;
+      r = {};
+      opened = false;
+      r.path = f->table;
+      r.problems.push_back({0, 0, "table", e.code(), e.what()});
+    }
+    const size_t before = r.problems.size();
+    if (cfg) CheckModelSetup(*cfg, f->config_path, f->table, &r);
+    if (cfg && !cfg->model.path.empty() && opened && r.problems.size() == before)
       CheckLedger(f->table, f->config_path, f->o.threads, rep, &r);
     PrintStdout(f->json ? r.ToJson() : r.ToText());
     CommandExit() = r.ok() ? kExitOk : kExitProblems;

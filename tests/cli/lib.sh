@@ -52,7 +52,7 @@ demo_model() {  # demo_model DIR: the trained demo model (assets/demo-model) + i
   zstd -q -d -f "$SRC/assets/demo-model/model.safetensors.zst" -o "$m/model.safetensors"
   cp "$ASSETS/deepseek_v3/tokenizer.json" "$m/"
   head -n 100 "$ASSETS/brown/train.txt" > "$m.corpus.txt"
-  sed -e "s|build/demo/model|$m|" -e "s|build/demo/engram_weights/ngram_table_v3.bin|$m.engram|" \
+  sed -e "s|\.\./\.\./build/demo/model|$m|" -e "s|\.\./\.\./build/demo/engram_weights/ngram_table_v3.bin|$m.engram|" \
     -e 's|prefetch = true|prefetch = false|' "$SRC/examples/demo/config.toml" > "$m.det.toml"
   sed 's|deterministic_addressing = true|deterministic_addressing = false|' "$m.det.toml" > "$m.toml"
   $E -q build --config "$m.det.toml" --corpus "$m.corpus.txt" --values "$m" --tensor engram.table.weight --tile-values \

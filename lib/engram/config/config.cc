@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -239,7 +240,15 @@ class Loader {
   }
 
   void Str(const std::string& key, std::string* out) {
-    if (auto it = nodes_.find(key); it != nodes_.end()) *out = *it->second->value<std::string>();
+    auto it = nodes_.find(key);
+    if (it == nodes_.end()) return;
+    std::string v = *it->second->value<std::string>();
+    // TOML allows "\u0000"; every use of these strings (paths, names, URLs) would cut it there.
+    if (v.find('\0') != std::string::npos) {
+      Problem(key, Line(key), "holds a NUL character (\\u0000); remove it");
+      return;
+    }
+    *out = std::move(v);
   }
   void Bool(const std::string& key, bool* out) {
     if (auto it = nodes_.find(key); it != nodes_.end()) *out = *it->second->value<bool>();
@@ -426,7 +435,21 @@ Config Load(const std::string& path, const EnvLookup& env) {
   } catch (const Error&) {
     throw;
   }
-  return Parse(text, path, env);
+  Config c = Parse(text, path, env);
+  // Relative paths inside the file are the file's own: resolved against its folder, so a service
+  // started from / or by cron reads what the config's author meant (issue 32). Lexically
+  // normalised: examples/demo/../../build/demo/model reads build/demo/model in messages.
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  auto resolve = [&](std::string* p) {
+    if (p->empty() || dir.empty() || std::filesystem::path(*p).is_absolute()) return;
+    std::string r = (dir / *p).lexically_normal().string();
+    if (r.size() > 1 && r.back() == '/') r.pop_back();
+    *p = r.empty() ? "." : r;
+  };
+  resolve(&c.model.path);
+  resolve(&c.model.tokenizer);
+  if (!c.table_path_from_env) resolve(&c.table.path);
+  return c;
 }
 
 std::vector<std::string> LayoutProblems(const Config& c) {

@@ -70,6 +70,10 @@ OpenSessionFn LoadSessionPlugin() {
   return reinterpret_cast<OpenSessionFn>(PluginSymbol(kSessionSymbol));
 }
 
+SetupProblemsFn LoadSetupProblemsPlugin() {
+  return reinterpret_cast<SetupProblemsFn>(PluginSymbol(kSetupProblemsSymbol));
+}
+
 FitFn LoadFitPlugin() { return reinterpret_cast<FitFn>(PluginSymbol(kFitSymbol)); }
 
 }  // namespace engram::model

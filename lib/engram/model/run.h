@@ -69,4 +69,12 @@ inline constexpr const char* kRunSymbol = "engram_model_run_v2";
 // path) and returns its entry point. Throws kInvalidArgument when the build has no model module.
 RunFn LoadModelPlugin();
 
+// Every problem run would refuse the config in opts->config_path for, without loading weights
+// (device, model directory, [moe] against config.json, tokenizer, the table's layout against the
+// model); verify --config lists them. Returns a status (base/module_status.h).
+using SetupProblemsFn = int (*)(const RunOptions* opts, std::vector<std::string>* problems,
+                                std::string* error);
+inline constexpr const char* kSetupProblemsSymbol = "engram_model_setup_problems_v1";
+SetupProblemsFn LoadSetupProblemsPlugin();
+
 }  // namespace engram::model

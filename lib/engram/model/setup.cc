@@ -9,8 +9,10 @@
 
 #include "engram/base/error.h"
 #include "engram/base/file.h"
+#include "engram/base/module_status.h"
 #include "engram/base/resource.h"
 #include "engram/base/units.h"
+#include "engram/format/reader.h"
 #include "engram/hash/addressing.h"
 #include "engram/model/transformer.h"
 #include "engram/table/prefetch.h"
@@ -73,17 +75,15 @@ void CheckTableAgainstModel(const format::Layout& l, const ModelConfig& mc, uint
   ENGRAM_THROW(Code::kInvalidArgument, msg);
 }
 
-void LoadSetup(const RunOptions& o, base::Reporter& rep, Setup& s, RunResult& res) {
-  s.cfg = o.config_path.empty() ? config::Parse("", "(defaults)") : config::Load(o.config_path);
-  for (const auto& n : s.cfg.notes)
-    if (o.show_config_notes)
-      rep.Log(LogLevel::kNote,
-              s.cfg.source_path + ":" + std::to_string(n.line) + ": " + n.key + ": " + n.text);
-  std::string device = o.device.empty() ? s.cfg.model.device : o.device;
+namespace {
+
+// The device of o or the config: "cpu", else throws (run computes on the CPU only).
+void CheckDevice(const RunOptions& o, const config::Config& cfg) {
+  std::string device = o.device.empty() ? cfg.model.device : o.device;
   if (device.rfind("cuda", 0) == 0) {
     ENGRAM_CHECK(TorchHasCuda(), Code::kInvalidArgument,
                  "device \"" << device << "\" ("
-                             << (o.device.empty() ? s.cfg.Where("model.device") : "--device")
+                             << (o.device.empty() ? cfg.Where("model.device") : "--device")
                              << ") needs CUDA, but this engramctl's libtorch has no CUDA device or "
                                 "support; run on CPU "
                                 "with --device cpu (or set [model] device = \"cpu\"), or build "
@@ -95,43 +95,112 @@ void LoadSetup(const RunOptions& o, base::Reporter& rep, Setup& s, RunResult& re
         Code::kInvalidArgument,
         "device \"" << device << "\": this engramctl's run computes on the CPU only (the CUDA "
                     << "kernels in kernels/ are not yet wired into run); use --device cpu");
-  } else {
-    ENGRAM_CHECK(device == "cpu", Code::kInvalidArgument,
-                 "device \"" << device << "\": use cpu or cuda:N");
   }
-  std::string model_dir = o.model_dir.empty() ? s.cfg.model.path : o.model_dir;
+  ENGRAM_CHECK(device == "cpu", Code::kInvalidArgument,
+               "device \"" << device << "\": use cpu or cuda:N");
+}
+
+std::string ModelDir(const RunOptions& o, const config::Config& cfg) {
+  std::string model_dir = o.model_dir.empty() ? cfg.model.path : o.model_dir;
   ENGRAM_CHECK(!model_dir.empty(), Code::kInvalidArgument,
                "no model: give --model DIR or set [model] path in the config");
-  s.mc = LoadModelConfig(model_dir);
+  return model_dir;
+}
+
+// The model directory's config.json and weights file; throws when either is missing.
+ModelConfig LoadModelDir(const std::string& model_dir) {
+  ModelConfig mc = LoadModelConfig(model_dir);
   ENGRAM_CHECK(base::PathExists(model_dir + "/model.safetensors") ||
                    base::PathExists(model_dir + "/model.safetensors.index.json"),
                Code::kInvalidArgument,
                model_dir << " has no model.safetensors (or model.safetensors.index.json); the "
                             "model directory is incomplete");
-  if (s.cfg.moe.num_experts && *s.cfg.moe.num_experts != s.mc.n_routed_experts)
-    ENGRAM_THROW(Code::kConfig,
-                 s.cfg.Where("moe.num_experts")
-                     << " = " << *s.cfg.moe.num_experts << " but " << model_dir
-                     << "/config.json has n_routed_experts = " << s.mc.n_routed_experts
-                     << "; fix the config to match the model");
-  if (s.cfg.moe.top_k && *s.cfg.moe.top_k != s.mc.num_experts_per_tok)
-    ENGRAM_THROW(Code::kConfig,
-                 s.cfg.Where("moe.top_k")
-                     << " = " << *s.cfg.moe.top_k << " but " << model_dir
-                     << "/config.json has num_experts_per_tok = " << s.mc.num_experts_per_tok
-                     << "; fix the config to match the model");
+  return mc;
+}
+
+// Every way [moe] disagrees with the model's config.json.
+std::vector<std::string> MoeProblems(const config::Config& cfg, const ModelConfig& mc) {
+  std::vector<std::string> p;
+  if (cfg.moe.num_experts && *cfg.moe.num_experts != mc.n_routed_experts)
+    p.push_back(cfg.Where("moe.num_experts") + " = " + std::to_string(*cfg.moe.num_experts) +
+                " but " + mc.dir + "/config.json has n_routed_experts = " +
+                std::to_string(mc.n_routed_experts) + "; fix the config to match the model");
+  if (cfg.moe.top_k && *cfg.moe.top_k != mc.num_experts_per_tok)
+    p.push_back(cfg.Where("moe.top_k") + " = " + std::to_string(*cfg.moe.top_k) + " but " + mc.dir +
+                "/config.json has num_experts_per_tok = " + std::to_string(mc.num_experts_per_tok) +
+                "; fix the config to match the model");
+  return p;
+}
+
+// The tokenizer the config names (or the model directory's), checked against the model.
+std::unique_ptr<tokenizer::Tokenizer> LoadModelTokenizer(const config::Config& cfg,
+                                                         const std::string& model_dir,
+                                                         const ModelConfig& mc) {
   std::string tok_path =
-      s.cfg.model.tokenizer.empty() ? model_dir + "/tokenizer.json" : s.cfg.model.tokenizer;
+      cfg.model.tokenizer.empty() ? model_dir + "/tokenizer.json" : cfg.model.tokenizer;
   ENGRAM_CHECK(base::PathExists(tok_path), Code::kInvalidArgument,
                tok_path << " is missing: the model directory needs its tokenizer.json (or set "
                            "[model] tokenizer)");
-  s.tok = tokenizer::Tokenizer::Load(tok_path);
-  const uint64_t tok_fp = s.tok->Fingerprint();
-  if (!s.mc.tokenizer_fingerprint.empty() && s.mc.tokenizer_fingerprint != Hex(tok_fp))
+  auto tok = tokenizer::Tokenizer::Load(tok_path);
+  const uint64_t tok_fp = tok->Fingerprint();
+  if (!mc.tokenizer_fingerprint.empty() && mc.tokenizer_fingerprint != Hex(tok_fp))
     ENGRAM_THROW(Code::kInvalidArgument, tok_path << " (fingerprint " << Hex(tok_fp)
                                                   << ") is not the tokenizer the model was "
-                                                  << "trained with (" << s.mc.tokenizer_fingerprint
+                                                  << "trained with (" << mc.tokenizer_fingerprint
                                                   << ")");
+  return tok;
+}
+
+}  // namespace
+
+std::vector<std::string> SetupProblems(const RunOptions& o) {
+  std::vector<std::string> p;
+  auto attempt = [&](auto&& check) {
+    try {
+      check();
+      return true;
+    } catch (const Error& e) {
+      p.push_back(e.what());
+      return false;
+    }
+  };
+  config::Config cfg;
+  if (!attempt([&] { cfg = config::Load(o.config_path); })) return p;
+  attempt([&] { CheckDevice(o, cfg); });
+  std::string model_dir;
+  if (!attempt([&] { model_dir = ModelDir(o, cfg); })) return p;
+  ModelConfig mc;
+  if (!attempt([&] { mc = LoadModelDir(model_dir); })) return p;
+  for (auto& m : MoeProblems(cfg, mc)) p.push_back(std::move(m));
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  if (!attempt([&] { tok = LoadModelTokenizer(cfg, model_dir, mc); })) return p;
+  const std::string path = o.table_path.empty() ? cfg.table.path : o.table_path;
+  if (cfg.engram.enable && !mc.engram_layer_ids.empty() && !path.empty())
+    attempt([&] {
+      // The layout only: a table that does not open is verify's own problem to report.
+      std::unique_ptr<format::Reader> reader;
+      try {
+        reader = format::Reader::Open(path);
+      } catch (const Error&) {
+        return;
+      }
+      CheckTableAgainstModel(reader->layout(), mc, tok->Fingerprint(), path);
+    });
+  return p;
+}
+
+void LoadSetup(const RunOptions& o, base::Reporter& rep, Setup& s, RunResult& res) {
+  s.cfg = o.config_path.empty() ? config::Parse("", "(defaults)") : config::Load(o.config_path);
+  for (const auto& n : s.cfg.notes)
+    if (o.show_config_notes)
+      rep.Log(LogLevel::kNote,
+              s.cfg.source_path + ":" + std::to_string(n.line) + ": " + n.key + ": " + n.text);
+  CheckDevice(o, s.cfg);
+  const std::string model_dir = ModelDir(o, s.cfg);
+  s.mc = LoadModelDir(model_dir);
+  if (auto moe = MoeProblems(s.cfg, s.mc); !moe.empty()) ENGRAM_THROW(Code::kConfig, moe.front());
+  s.tok = LoadModelTokenizer(s.cfg, model_dir, s.mc);
+  const uint64_t tok_fp = s.tok->Fingerprint();
 
   s.engram = s.cfg.engram.enable && !o.no_engram && !s.mc.engram_layer_ids.empty();
   base::Stopwatch table_sw;
@@ -216,3 +285,10 @@ std::string TableLoadedLine(double seconds, uint64_t device_bytes) {
 }
 
 }  // namespace engram::model
+
+extern "C" int engram_model_setup_problems_v1(const engram::model::RunOptions* opts,
+                                              std::vector<std::string>* problems,
+                                              std::string* error) {
+  return engram::base::CatchAsStatus("the model module", error,
+                                     [&] { *problems = engram::model::SetupProblems(*opts); });
+}

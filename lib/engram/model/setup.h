@@ -42,6 +42,12 @@ struct Setup {
 void CheckTableAgainstModel(const format::Layout& l, const ModelConfig& mc, uint64_t tok_fp,
                             const std::string& path);
 
+// Every problem run would refuse the config of o.config_path for before loading weights: the
+// device, the model directory (config.json, weights), [moe] against config.json, the tokenizer,
+// the table's layout against the model. Each message names the config line or file. verify
+// --config asks for them through engram_model_setup_problems_v1 (run.h).
+std::vector<std::string> SetupProblems(const RunOptions& o);
+
 // Config, model directory, tokenizer and table checks, and the first four [engram] load lines.
 void LoadSetup(const RunOptions& o, base::Reporter& rep, Setup& s, RunResult& res);
 
