@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_common.h"
+#include "engram/base/resource.h"
 #include "engram/base/text.h"
 
 namespace {
@@ -188,8 +189,8 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::fprintf(
         stderr,
-        "engramctl %s: out of memory; lower --memory or --threads, or use a larger machine\n",
-        verb.c_str());
+        "engramctl %s: out of memory (an allocation failed); lower --memory or --threads%s\n",
+        verb.c_str(), engram::base::MemoryLimitHint().c_str());
     return kExitRuntime;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engramctl %s: internal error: %s\n", verb.c_str(), e.what());

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "engram/base/error.h"
+#include "engram/base/resource.h"
+#include "engram/base/units.h"
 
 namespace engram::base {
 namespace {
@@ -272,7 +274,13 @@ MappedFile MappedFile::FromFd(int fd, uint64_t size, Mode mode, const std::strin
   if (size == 0) return m;
   int prot = mode == Mode::kReadOnly ? PROT_READ : (PROT_READ | PROT_WRITE);
   void* p = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) ThrowIo("mmap", path, errno);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    if (e == ENOMEM)
+      ENGRAM_THROW(Code::kIo, path << ": mapping its " << FormatBytes(size)
+                                   << " failed: not enough address space" << MemoryLimitHint());
+    ThrowIo("mmap", path, e);
+  }
   m.data_ = static_cast<uint8_t*>(p);
   return m;
 }

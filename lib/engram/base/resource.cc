@@ -47,6 +47,33 @@ uint64_t CurrentRssBytes() {
   return 0;
 }
 
+uint64_t AddressSpaceLimitBytes() {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 0;
+  return static_cast<uint64_t>(rl.rlim_cur);
+}
+
+uint64_t CurrentVirtualBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmSize:", 0) == 0) {
+      std::istringstream is(line.substr(7));
+      uint64_t kib = 0;
+      is >> kib;
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+std::string MemoryLimitHint() {
+  const uint64_t limit = AddressSpaceLimitBytes();
+  if (limit == 0) return "; free memory or run on a larger host";
+  return "; the address-space limit (ulimit -v) is " + FormatBytes(limit) + ", of which " +
+         FormatBytes(CurrentVirtualBytes()) + " is in use: raise it (ulimit -v unlimited)";
+}
+
 std::string FormatResourceLine(double wall_seconds, const ResourceUsage& usage) {
   double cpu = usage.cpu_user_s + usage.cpu_system_s;
   char buf[160];

@@ -32,6 +32,14 @@ uint64_t UnixNow();
 // Current resident set size (VmRSS), 0 when unknown.
 uint64_t CurrentRssBytes();
 
+// The address-space limit in force (RLIMIT_AS, ulimit -v), 0 when unlimited.
+uint64_t AddressSpaceLimitBytes();
+// The process's mapped address space (VmSize), 0 when unknown.
+uint64_t CurrentVirtualBytes();
+// For messages about a failed allocation or mapping: "; the address-space limit (ulimit -v) is
+// 1.0 GiB, of which 0.9 GiB is in use: raise it ..." when one is set, else "; free memory ...".
+std::string MemoryLimitHint();
+
 // "resources: wall 12.4s, cpu 23.1s (1.86 cores), peak RSS 1.2 GiB"
 std::string FormatResourceLine(double wall_seconds, const ResourceUsage& usage);
 
