@@ -2,6 +2,7 @@
 // with 503 while the model loads, drains in-flight requests on SIGTERM/SIGINT (for at most
 // --grace seconds) and exits 0.
 #include <pthread.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "cli_common.h"
+#include "engram/base/json.h"
 #include "engram/base/module_status.h"
 #include "engram/config/config.h"
 #include "engram/model/session.h"
@@ -23,6 +25,7 @@ void AddServeCommand(CLI::App& app) {
     engram::model::RunOptions run;
     engram::serve::ServeOptions serve;
     bool no_auth = false;
+    bool json = false;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* s = app.add_subcommand(
@@ -52,6 +55,10 @@ void AddServeCommand(CLI::App& app) {
       "body within 30 s (408); at most 512 connections are open. SIGTERM/SIGINT: stop accepting, "
       "let in-flight requests finish for up to --grace seconds (default 10), cancel the rest "
       "(503), exit 0.");
+  s->add_flag("--json", f->json,
+              "Print one JSON line on stdout when ready ({\"event\": \"ready\", \"url\", "
+              "\"port\", \"model\", \"max_batch\", \"auth\", \"pid\"}) and one when stopped; "
+              "the [serve] log stays on stderr");
   s->add_flag("--no-auth", f->no_auth,
               "Serve without authentication even though [api] api_key_env names a key variable "
               "(by default the server requires that key, and refuses to start without it)");
@@ -103,7 +110,16 @@ void AddServeCommand(CLI::App& app) {
                 std::to_string(info.max_batch) + " requests, " +
                 (so.api_key ? "Bearer key required (from $" + so.api_key_env + ")"
                             : std::string("no authentication")));
+    const std::string model_name = info.model_name;
+    const int max_batch = info.max_batch;
     server.SetSession(std::move(session));
+    if (f->json)
+      PrintStdout("{\"event\":\"ready\",\"url\":" +
+                  engram::base::JsonString("http://" + so.host + ":" + std::to_string(port)) +
+                  ",\"port\":" + std::to_string(port) +
+                  ",\"model\":" + engram::base::JsonString(model_name) + ",\"max_batch\":" +
+                  std::to_string(max_batch) + ",\"auth\":" + (so.api_key ? "true" : "false") +
+                  ",\"pid\":" + std::to_string(::getpid()) + "}");
     int sig = 0;
     sigwait(&sigs, &sig);
     rep.Log(engram::base::LogLevel::kInfo, std::string("[serve] ") +
@@ -111,6 +127,9 @@ void AddServeCommand(CLI::App& app) {
                                                ": finishing in-flight requests, then exiting");
     server.Shutdown();
     rep.Log(engram::base::LogLevel::kInfo, "[serve] stopped");
+    if (f->json)
+      PrintStdout(std::string("{\"event\":\"stopped\",\"signal\":\"") +
+                  (sig == SIGTERM ? "SIGTERM" : "SIGINT") + "\"}");
   });
 }
 
