@@ -10,11 +10,11 @@
 # the target), unrelated controls' first token changed, held-out Brown perplexity change, facts
 # --check (holding, seconds), seconds per fact (whole append command), next to the numbers of
 # the algorithm before issue 31 (main 5885d54). 1 thread, greedy, bf16 demo table.
-#   bench/bench_fit_scale.sh [WORKDIR] [SIZES] [SEQ] [PHRASINGS]
+#   [ENGRAM_BIN=copy/bin/engramctl] bench/bench_fit_scale.sh [WORKDIR] [SIZES] [SEQ] [PHRASINGS]
 #   defaults: build/bench/fit_scale "10 100 1000" "10x100" 100       (after ./scripts/demo.sh)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-E=$root/build/bin/engramctl
+E=${ENGRAM_BIN:-$root/build/bin/engramctl}  # ENGRAM_BIN: a copy, so that a rebuild cannot pull it away
 PY=/usr/bin/python3
 work=${1:-$root/build/bench/fit_scale}
 sizes=${2:-10 100 1000}
@@ -28,7 +28,7 @@ mkdir -p "$work"
 work=$(cd "$work" && pwd)
 cd "$work"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-sed -e "s|build/demo/model|$model|" -e "s|build/demo/engram_weights/ngram_table_v3.bin|$work/t.engram|" \
+sed -e "s|\.\./\.\./build/demo/model|$model|" -e "s|\.\./\.\./build/demo/engram_weights/ngram_table_v3.bin|$work/t.engram|" \
   -e 's|prefetch = true|prefetch = false|' -e 's|deterministic_addressing = true|deterministic_addressing = false|' \
   "$root/examples/demo/config.toml" > c.toml
 [[ -f base.engram ]] || $E -q build --config c.toml --corpus "$root/build/assets/brown/train.txt" \

@@ -44,7 +44,8 @@ std::string FitJson(const engram::model::FitResult& r) {
          ",\"rows\":" + std::to_string(e.rows) +
          ",\"rows_frequent_owner\":" + std::to_string(e.rows_frequent_owner) +
          ",\"rows_kept_frequent\":" + std::to_string(e.rows_kept_frequent) +
-         ",\"rows_kept_busy\":" + std::to_string(e.rows_kept_busy) + ",\"warnings\":[";
+         ",\"rows_kept_busy\":" + std::to_string(e.rows_kept_busy) +
+         ",\"subject_rows\":" + (e.subject_rows ? "true" : "false") + ",\"warnings\":[";
     for (size_t k = 0; k < e.warnings.size(); ++k) j += (k ? "," : "") + JsonString(e.warnings[k]);
     j += "]}";
   }
@@ -176,6 +177,7 @@ void AppendFitted(AppendFlags& f, std::vector<engram::table::FitEntry> entries, 
       if (e.rows_kept_frequent)
         out += ", " + std::to_string(e.rows_kept_frequent) + " kept (--keep-frequent)";
       if (e.rows_kept_busy) out += ", " + std::to_string(e.rows_kept_busy) + " kept (--keep-busy)";
+      if (e.subject_rows) out += ", with its subject's rows (phase 2)";
       out += "\n";
       for (const auto& w : e.warnings) out += "  warning: " + w + "\n";
       for (size_t k = 1; k < e.phrasings.size(); ++k)

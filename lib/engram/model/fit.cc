@@ -183,24 +183,57 @@ class Fitter {
     // Phase 2, for the entries that do not hold yet: their subject's rare n-grams at the four
     // positions before the prompt's last token become trainable too; every fact that holds is
     // a constraint at the margin it holds.
+    // A ledger fact that held before and broke is failing too; and a fact that shares rows with
+    // a failing one gets its subject's rows as well, since two facts whose last words read the
+    // same rows ("The founder of Farrowdene was", "The mayor of Farrowdene was") can only be told
+    // apart by rows that differ between them, on both sides.
     std::vector<size_t> failing;
-    for (size_t t = 0; t < tasks_.size(); ++t)
-      if (!tasks_[t].constraint && !TaskHolds(t)) failing.push_back(t);
-    if (!failing.empty() && o_.subject_rows && o_.positions == "last") {
+    size_t failing_entries = 0;
+    for (size_t t = 0; t < tasks_.size(); ++t) {
+      if (TaskHolds(t)) continue;
+      if (tasks_[t].constraint && !TaskHeldBefore(t)) continue;  // the fit cannot lose it
+      failing.push_back(t);
+      failing_entries += !tasks_[t].constraint;
+    }
+    if (failing_entries > 0 && o_.subject_rows && o_.positions == "last") {
+      std::set<uint64_t> failing_rows;
+      for (size_t t : failing) {
+        const std::vector<uint64_t> r = TargetRows(t);
+        failing_rows.insert(r.begin(), r.end());
+      }
+      std::vector<size_t> partners;
+      for (size_t t = 0; t < tasks_.size(); ++t) {
+        if (std::find(failing.begin(), failing.end(), t) != failing.end()) continue;
+        for (uint64_t row : TargetRows(t))
+          if (failing_rows.count(row)) {
+            partners.push_back(t);
+            break;
+          }
+      }
       const size_t before = row_ids_.size();
       for (size_t t : failing) {
         tasks_[t].subject = true;
         for (size_t q : tasks_[t].seqs) AddSubjectRows(q);
       }
+      for (size_t t : partners) {
+        tasks_[t].subject = true;
+        for (size_t q : tasks_[t].seqs) AddSubjectRows(q);
+      }
       if (row_ids_.size() > before) {
         rep_.Log(LogLevel::kNote,
-                 std::to_string(failing.size()) + " of " + std::to_string(res.entries.size()) +
+                 std::to_string(failing_entries) + " of " + std::to_string(res.entries.size()) +
                      " entries do not hold with their last words' rows alone; fitting them "
                      "again with " +
-                     std::to_string(row_ids_.size() - before) + " rows of their subjects");
+                     std::to_string(row_ids_.size() - before) + " rows of their subjects" +
+                     (failing.size() + partners.size() > failing_entries
+                          ? " and of " +
+                                std::to_string(failing.size() + partners.size() - failing_entries) +
+                                " facts that share their rows"
+                          : std::string()));
         ExtendBatch(before);
         for (size_t t : failing)
-          for (size_t q : tasks_[t].seqs) seq_margin_[q] = static_cast<float>(o_.margin);
+          if (!tasks_[t].constraint)
+            for (size_t q : tasks_[t].seqs) seq_margin_[q] = static_cast<float>(o_.margin);
         FitRounds(o_.subject_steps, o_.subject_refits, &res);
       }
     }
@@ -275,6 +308,29 @@ class Fitter {
                                       res->dtype + "; fitting them again with twice the margin");
       }
     }
+  }
+
+  // Whether every phrasing of task t gave its target before the fit.
+  bool TaskHeldBefore(size_t t) const {
+    for (size_t q : tasks_[t].seqs)
+      if (greedy_before_[q] != TargetText(q)) return false;
+    return true;
+  }
+
+  // The trainable rows task t reads where its targets are predicted, sorted.
+  std::vector<uint64_t> TargetRows(size_t t) {
+    const size_t per = s_.view->layout().spec.per_layer(), heads = s_.view->layout().spec.n_heads;
+    std::set<uint64_t> out;
+    for (size_t q : tasks_[t].seqs) {
+      const Seq& s = seqs_[q];
+      const auto& rows = SeqRows(q);
+      for (const auto& k : rows)
+        for (size_t pos = s.first; pos + 1 < s.ids.size(); ++pos)
+          for (size_t c = 0; c < per; ++c)
+            if (pos + 1 >= ColumnOrder(c, heads) && trainable_.count(k[pos * per + c]))
+              out.insert(k[pos * per + c]);
+    }
+    return {out.begin(), out.end()};
   }
 
   // Whether every phrasing of task t gives its target after the last round.
