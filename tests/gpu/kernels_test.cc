@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "../unit/table/test_util.h"
+#include "../unit/test_util.h"
 #include "engram/base/reporter.h"
 #include "engram/format/reader.h"
 #include "engram/format/writer.h"
