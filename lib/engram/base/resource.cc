@@ -33,12 +33,15 @@ uint64_t UnixNow() {
   return static_cast<uint64_t>(std::time(nullptr));
 }
 
-uint64_t CurrentRssBytes() {
+namespace {
+
+// A "Key:   123 kB" line of /proc/self/status, in bytes; 0 when absent.
+uint64_t StatusBytes(const std::string& key) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      std::istringstream is(line.substr(6));
+    if (line.rfind(key, 0) == 0 && line.size() > key.size() && line[key.size()] == ':') {
+      std::istringstream is(line.substr(key.size() + 1));
       uint64_t kib = 0;
       is >> kib;
       return kib * 1024;
@@ -46,6 +49,10 @@ uint64_t CurrentRssBytes() {
   }
   return 0;
 }
+
+}  // namespace
+
+uint64_t CurrentRssBytes() { return StatusBytes("VmRSS"); }
 
 uint64_t AddressSpaceLimitBytes() {
   struct rlimit rl;
@@ -53,19 +60,7 @@ uint64_t AddressSpaceLimitBytes() {
   return static_cast<uint64_t>(rl.rlim_cur);
 }
 
-uint64_t CurrentVirtualBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmSize:", 0) == 0) {
-      std::istringstream is(line.substr(7));
-      uint64_t kib = 0;
-      is >> kib;
-      return kib * 1024;
-    }
-  }
-  return 0;
-}
+uint64_t CurrentVirtualBytes() { return StatusBytes("VmSize"); }
 
 std::string MemoryLimitHint() {
   const uint64_t limit = AddressSpaceLimitBytes();
