@@ -191,7 +191,7 @@ class Fitter {
     size_t failing_entries = 0;
     for (size_t t = 0; t < tasks_.size(); ++t) {
       if (TaskHolds(t)) continue;
-      if (tasks_[t].constraint && !TaskHeldBefore(t)) continue;  // the fit cannot lose it
+      if (tasks_[t].constraint && !TaskHolds(t, &greedy_before_)) continue;  // cannot lose it
       failing.push_back(t);
       failing_entries += !tasks_[t].constraint;
     }
@@ -310,13 +310,6 @@ class Fitter {
     }
   }
 
-  // Whether every phrasing of task t gave its target before the fit.
-  bool TaskHeldBefore(size_t t) const {
-    for (size_t q : tasks_[t].seqs)
-      if (greedy_before_[q] != TargetText(q)) return false;
-    return true;
-  }
-
   // The trainable rows task t reads where its targets are predicted, sorted.
   std::vector<uint64_t> TargetRows(size_t t) {
     const size_t per = s_.view->layout().spec.per_layer(), heads = s_.view->layout().spec.n_heads;
@@ -333,10 +326,12 @@ class Fitter {
     return {out.begin(), out.end()};
   }
 
-  // Whether every phrasing of task t gives its target after the last round.
-  bool TaskHolds(size_t t) const {
+  // Whether every phrasing of task t gives its target in `greedy` (greedy_before_, or by default
+  // greedy_after_: after the last round).
+  bool TaskHolds(size_t t, const std::vector<std::string>* greedy = nullptr) const {
+    const std::vector<std::string>& g = greedy ? *greedy : greedy_after_;
     for (size_t q : tasks_[t].seqs)
-      if (q >= greedy_after_.size() || greedy_after_[q] != TargetText(q)) return false;
+      if (q >= g.size() || g[q] != TargetText(q)) return false;
     return true;
   }
 
