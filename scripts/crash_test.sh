@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Crash-safety stress test (issue 5): kills `append` and `sort-buckets` with SIGKILL at random
-# points, TRIALS times, and checks after each trial that
+# points, TRIALS times, and checks after each trial that (a killed fold is run again first, which
+# completes it, as schemas/table_format.md §5.8 promises)
 #   - every committed entry is present (batches whose append exited 0, and killed batches that
 #     made it into the journal, which must be all-or-nothing), last writer wins per row;
 #   - `engramctl verify` passes;
@@ -23,7 +24,7 @@ $E -q build --tokens "$work/c.u32" --vocab-size 1000 --layers 1,2 --order 2 --he
   --init normal --seed 1 -o "$T"
 present=()           # committed batches, in order
 k=0
-kills=0 append_ok=0 append_killed=0 killed_present=0 fold_ok=0 fold_killed=0 tails=0 tails_overwritten=0
+kills=0 append_ok=0 append_killed=0 killed_present=0 fold_ok=0 fold_killed=0 fold_resumed=0 tails=0 tails_overwritten=0
 entries_per_batch=40
 for ((trial = 1; trial <= trials; trial++)); do
   if ((RANDOM % 10 < 7)); then
@@ -66,17 +67,31 @@ PY
     fi
     k=$((k + 1))
   else
+    # Folds in place (§5.8), killed at a random time or at one of its write/fsync steps; one in
+    # three is a --rewrite (a new file renamed over the table), sometimes killed before the rename.
     delay=$(printf '%d.%03d' $((RANDOM % 2)) $((RANDOM % 1000)))
-    crash_at=
-    ((RANDOM % 6 == 0)) && crash_at=before-rename
+    crash_at= kill_at= mode=
+    if ((RANDOM % 3 == 0)); then
+      mode=--rewrite
+      ((RANDOM % 6 == 0)) && crash_at=before-rename
+    elif ((RANDOM % 2 == 0)); then
+      kill_at=$((1 + RANDOM % 40))
+    fi
     set +e
-    { ENGRAM_CRASH_AT=$crash_at timeout --foreground -s KILL "$delay" "$E" -q sort-buckets "$T" > "$work/fold.log" 2>&1; } \
-      2>/dev/null
+    { ENGRAM_CRASH_AT=$crash_at ENGRAM_TEST_FOLD_KILL_AT=$kill_at timeout --foreground -s KILL "$delay" \
+        "$E" -q sort-buckets $mode "$T" > "$work/fold.log" 2>&1; } 2>/dev/null
     rc=$?
     [[ $rc == 124 ]] && rc=137
     set -e
     if [[ $rc == 0 ]]; then fold_ok=$((fold_ok + 1))
-    elif [[ $rc == 137 ]]; then fold_killed=$((fold_killed + 1)); kills=$((kills + 1))
+    elif [[ $rc == 137 ]]; then
+      fold_killed=$((fold_killed + 1)); kills=$((kills + 1))
+      # Readers see a whole state (before or after the fold) right after the kill...
+      list=$(IFS=,; echo "${present[*]:-}")
+      if ! "$CHECK" "$T" "$work" check "$list" > "$work/check.log"; then echo "FAIL trial $trial (after the kill)"; cat "$work/check.log"; exit 1; fi
+      # ...and the next sort-buckets completes an interrupted in-place fold.
+      "$E" -q sort-buckets "$T" --json > "$work/fold.log" 2>&1 || { echo "FAIL trial $trial: the rerun of sort-buckets failed"; cat "$work/fold.log"; exit 1; }
+      grep -q '"resumed":true' "$work/fold.log" && fold_resumed=$((fold_resumed + 1))
     else echo "FAIL trial $trial: sort-buckets exited $rc"; cat "$work/fold.log"; exit 1; fi
   fi
   if ! "$E" -q verify "$T" > "$work/verify.log"; then echo "FAIL trial $trial: verify"; cat "$work/verify.log"; exit 1; fi
@@ -85,6 +100,7 @@ PY
 done
 leftover=$(ls "$work" | grep -c '\.tmp\.' || true)
 echo "crash test: $trials trials, $kills SIGKILLs (append: $append_ok completed, $append_killed killed of which" \
-  "$killed_present had committed; sort-buckets: $fold_ok completed, $fold_killed killed);" \
+  "$killed_present had committed; sort-buckets: $fold_ok completed, $fold_killed killed, $fold_resumed" \
+  "in-place folds completed by the next run);" \
   "uncommitted tails left by kills: $tails, dropped by a later append: $tails_overwritten;" \
   "committed batches: ${#present[@]}, lost entries: 0, tables failing verify: 0; stale temp files: $leftover"

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engram/base/error.h"
+#include "engram/base/interrupt.h"
 #include "engram/base/resource.h"
 #include "engram/base/units.h"
 
@@ -413,6 +414,7 @@ FileLock::FileLock(int fd, const std::string& path, bool wait, std::string_view 
     }
     do {
       r = ::flock(fd, LOCK_EX);
+      if (r != 0 && errno == EINTR) ThrowIfInterrupted();  // Ctrl-C while waiting
     } while (r != 0 && errno == EINTR);
   }
   if (r != 0) {

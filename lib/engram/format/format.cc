@@ -1,6 +1,7 @@
 // Header serialisation (schemas/table_format.md §2), field by field in little-endian.
 #include "engram/format/format.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -107,6 +108,62 @@ bool DecodeCommitSlot(const uint8_t* in, uint64_t seed, CommitSlot* s) {
   s->n_entries = LoadLE<uint64_t>(in + 24);
   s->last_commit_checksum = LoadLE<uint64_t>(in + 32);
   return true;
+}
+
+// Fold record bytes (§5.8): magic, state (u32), reserved (u32), old, mid header checksums,
+// journal_end, stage_offset, stage_size, stage_checksum, tail_offset, header_checksum, 32 reserved,
+// header copy, XXH3(all before, kFoldRecordSeed).
+void EncodeFoldRecord(const FoldRecord& r, uint8_t* o) {
+  std::memset(o, 0, kFoldRecordSize);
+  StoreLE<uint64_t>(o + 0, kFoldRecordMagic);
+  StoreLE<uint32_t>(o + 8, r.state);
+  StoreLE<uint64_t>(o + 16, r.old_header_checksum);
+  StoreLE<uint64_t>(o + 24, r.mid_header_checksum);
+  StoreLE<uint64_t>(o + 32, r.journal_end);
+  StoreLE<uint64_t>(o + 40, r.stage_offset);
+  StoreLE<uint64_t>(o + 48, r.stage_size);
+  StoreLE<uint64_t>(o + 56, r.stage_checksum);
+  StoreLE<uint64_t>(o + 64, r.tail_offset);
+  StoreLE<uint64_t>(o + 72, r.header_checksum);
+  std::memcpy(o + 112, r.header, kFoldHeaderCopy);
+  StoreLE<uint64_t>(o + 112 + kFoldHeaderCopy,
+                    hash::Checksum64Seeded(o, 112 + kFoldHeaderCopy, kFoldRecordSeed));
+}
+
+bool DecodeFoldRecord(const uint8_t* in, FoldRecord* r) {
+  if (LoadLE<uint64_t>(in) != kFoldRecordMagic) return false;
+  if (LoadLE<uint64_t>(in + 112 + kFoldHeaderCopy) !=
+      hash::Checksum64Seeded(in, 112 + kFoldHeaderCopy, kFoldRecordSeed))
+    return false;
+  if (LoadLE<uint32_t>(in + 12) != 0) return false;
+  for (size_t k = 80; k < 112; ++k)
+    if (in[k]) return false;
+  r->state = LoadLE<uint32_t>(in + 8);
+  if (r->state != 1 && r->state != 2) return false;
+  r->old_header_checksum = LoadLE<uint64_t>(in + 16);
+  r->mid_header_checksum = LoadLE<uint64_t>(in + 24);
+  r->journal_end = LoadLE<uint64_t>(in + 32);
+  r->stage_offset = LoadLE<uint64_t>(in + 40);
+  r->stage_size = LoadLE<uint64_t>(in + 48);
+  r->stage_checksum = LoadLE<uint64_t>(in + 56);
+  r->tail_offset = LoadLE<uint64_t>(in + 64);
+  r->header_checksum = LoadLE<uint64_t>(in + 72);
+  std::memcpy(r->header, in + 112, kFoldHeaderCopy);
+  return true;
+}
+
+uint64_t PageSum(uint32_t section_type, uint64_t offset_in_section, const uint8_t* page,
+                 uint64_t len) noexcept {
+  return hash::Checksum64Seeded(page, len, (uint64_t{section_type} << 56) ^ offset_in_section);
+}
+
+uint64_t ChunkSum(bool paged, uint32_t section_type, uint64_t offset_in_section,
+                  const uint8_t* chunk, uint64_t len) noexcept {
+  if (!paged) return hash::Checksum64(chunk, len);
+  uint64_t sum = 0;
+  for (uint64_t at = 0; at < len; at += kSumPage)
+    sum += PageSum(section_type, offset_in_section + at, chunk + at, std::min(kSumPage, len - at));
+  return sum;
 }
 
 Header DecodeHeader(const uint8_t* in) {

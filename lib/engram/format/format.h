@@ -14,7 +14,8 @@ namespace engram::format {
 // §2.1
 inline constexpr std::array<uint8_t, 8> kMagic = {0x89, 'E', 'N', 'G', 'R', 'A', 'M', '\n'};
 inline constexpr uint16_t kVersionMajor = 3;
-inline constexpr uint16_t kVersionMinor = 2;  // 3.1: commit slots (§5.6); 3.2: the fact ledger
+// 3.1: commit slots (§5.6); 3.2: the fact ledger; 3.3: paged chunk sums and the in-place fold
+inline constexpr uint16_t kVersionMinor = 3;
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kSectionAlign = 64;   // required by readers
 inline constexpr uint32_t kWriterAlign = 4096;  // used by writers (page-aligned row data)
@@ -60,9 +61,11 @@ inline constexpr size_t kSectionEntrySize = 32;
 inline constexpr size_t kReservedB = kSectionTable + kMaxSections * kSectionEntrySize;  // 1280
 }  // namespace off
 
-// Required flag bits (§2.1): v3.2 tables may hold the fact ledger (FACTS, fact records).
+// Required flag bits (§2.1): v3.2 tables may hold the fact ledger (FACTS, fact records); v3.3
+// tables checksum their chunks by pages (§3.6), which lets a fold update them in place (§5.8).
 inline constexpr uint64_t kReqLedger = 1ull << 0;
-inline constexpr uint64_t kKnownRequiredFlags = kReqLedger;
+inline constexpr uint64_t kReqPagedSums = 1ull << 1;
+inline constexpr uint64_t kKnownRequiredFlags = kReqLedger | kReqPagedSums;
 // Optional flag bits (§2.1).
 inline constexpr uint64_t kOptHasStats = 1ull << 0;
 inline constexpr uint64_t kOptSketchOwners = 1ull << 1;
@@ -85,6 +88,40 @@ struct CommitSlot {
 void EncodeCommitSlot(const CommitSlot& slot, uint64_t seed, uint8_t* out);
 // Decodes a slot; false when its magic or checksum is wrong (never written, or torn).
 bool DecodeCommitSlot(const uint8_t* in, uint64_t seed, CommitSlot* slot);
+
+// §5.8 the fold record: the in-place fold's intent, in the commit slot page after the slots.
+inline constexpr uint64_t kFoldRecordOffset = kCommitSlotsOffset + 2 * kCommitSlotSize;  // 4224
+inline constexpr size_t kFoldHeaderCopy = 1280;  // header bytes [0, 1280); the rest is zero
+inline constexpr size_t kFoldRecordSize = 128 + kFoldHeaderCopy;
+inline constexpr uint64_t kFoldRecordMagic = 0x444C4F464E474745ull;  // "EGGNFOLD"
+inline constexpr uint64_t kFoldRecordSeed = 0x31444C4F46ull;         // "FOLD1"
+
+struct FoldRecord {
+  uint32_t state = 0;                // 1: rows are being applied; 2: the tail is being moved
+  uint64_t old_header_checksum = 0;  // of the base being folded
+  uint64_t mid_header_checksum = 0;  // of the header that points at the staged tail (state 2)
+  uint64_t journal_end = 0;          // committed end of the journal being folded
+  uint64_t stage_offset = 0;         // where the new metadata tail was staged
+  uint64_t stage_size = 0;
+  uint64_t stage_checksum = 0;        // XXH3 of the staged bytes
+  uint64_t tail_offset = 0;           // where the tail ends up (the end of the data sections)
+  uint8_t header[kFoldHeaderCopy]{};  // the header being installed (zero-extended to 4096)
+  uint64_t header_checksum = 0;       // its checksum field
+};
+// Encodes into kFoldRecordSize bytes; DecodeFoldRecord is false when the magic, a reserved field
+// or the checksum is wrong (never written, torn, or zeroed after the fold).
+void EncodeFoldRecord(const FoldRecord& r, uint8_t* out);
+bool DecodeFoldRecord(const uint8_t* in, FoldRecord* r);
+
+// §3.6 chunk checksums. Flat (tables without kReqPagedSums): XXH3 of the chunk. Paged: the
+// wrapping sum over the chunk's 4096-byte pages (counted from the section's start; the last one
+// may be shorter) of PageSum. A page's term can be replaced without reading the rest of its chunk.
+inline constexpr uint64_t kSumPage = 4096;
+uint64_t PageSum(uint32_t section_type, uint64_t offset_in_section, const uint8_t* page,
+                 uint64_t len) noexcept;
+// chunk: the chunk's bytes; offset_in_section: of its first byte (a multiple of the chunk size).
+uint64_t ChunkSum(bool paged, uint32_t section_type, uint64_t offset_in_section,
+                  const uint8_t* chunk, uint64_t len) noexcept;
 
 // §3
 enum class SectionType : uint32_t {

@@ -67,6 +67,18 @@ std::string Reader::provenance() const {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
+bool ReadFoldHeaderCopy(int fd, const std::string& path, uint64_t len, uint8_t* out) {
+  if (len < kFoldRecordOffset + kFoldRecordSize) return false;
+  uint8_t rb[kFoldRecordSize];
+  base::PreadFull(fd, rb, kFoldRecordSize, kFoldRecordOffset, path);
+  FoldRecord rec;
+  if (!DecodeFoldRecord(rb, &rec)) return false;
+  std::memset(out, 0, kHeaderSize);
+  std::memcpy(out, rec.header, kFoldHeaderCopy);
+  return ComputeHeaderChecksum(out) == rec.header_checksum &&
+         LoadLE<uint64_t>(out + off::kHeaderChecksum) == rec.header_checksum;
+}
+
 Header ReadValidatedHeader(int fd, const std::string& path, uint64_t len) {
   // 1. size >= header
   ENGRAM_CHECK(len >= kHeaderSize, Code::kCorrupt,
@@ -74,6 +86,13 @@ Header ReadValidatedHeader(int fd, const std::string& path, uint64_t len) {
                     << "-byte header; not a complete engram table");
   uint8_t hb[kHeaderSize];
   base::PreadFull(fd, hb, kHeaderSize, 0, path);
+  // A header torn by a power loss while an in-place fold installed a new one (§5.8): the fold
+  // record holds a copy of the header being written, which describes a complete table.
+  if (std::memcmp(hb, kMagic.data(), kMagic.size()) != 0 ||
+      ComputeHeaderChecksum(hb) != LoadLE<uint64_t>(hb + off::kHeaderChecksum)) {
+    uint8_t copy[kHeaderSize];
+    if (ReadFoldHeaderCopy(fd, path, len, copy)) std::memcpy(hb, copy, kHeaderSize);
+  }
   // 2. magic
   ENGRAM_CHECK(std::memcmp(hb, kMagic.data(), kMagic.size()) == 0, Code::kCorrupt,
                path << ": header.magic (offset 0) is wrong: not an engram table (or its first "
@@ -193,7 +212,10 @@ Header ReadValidatedHeader(int fd, const std::string& path, uint64_t len) {
 std::unique_ptr<Reader> Reader::Open(const std::string& path, const OpenOptions& opts) {
   std::unique_ptr<Reader> r(new Reader());
   r->path_ = path;
-  base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
+  r->fd_ = base::OpenFile(path, O_RDONLY);
+  const base::UniqueFd& fd = r->fd_;
+  // Before anything is read: an in-place fold never runs while the file is read (§5.8).
+  if (opts.lock != ReadLock::kNone) r->lock_ = FoldReadLock(fd.get());
   const uint64_t len = base::RegularFileSize(fd.get(), path);
   r->file_length_ = len;
   // Opening reads the header and the small metadata sections only: no readahead around them,
@@ -234,7 +256,8 @@ std::unique_ptr<Reader> Reader::Open(const std::string& path, const OpenOptions&
     if (!opts.check_metadata || !(e.flags & kSectionMetadata)) continue;
     for (uint64_t c = 0; c < n; ++c) {
       uint64_t begin = c * chunk, clen = std::min(chunk, e.size - begin);
-      uint64_t got = hash::Checksum64(r->data_ + e.offset + begin, clen);
+      uint64_t got = ChunkSum((h.required_flags & kReqPagedSums) != 0, e.type, begin,
+                              r->data_ + e.offset + begin, clen);
       uint64_t stored = LoadLE<uint64_t>(sums.data() + (e.first_chunk + c) * 8);
       ENGRAM_CHECK(got == stored, Code::kCorrupt,
                    path << ": section " << SectionName(e.type) << " bytes " << e.offset + begin
@@ -321,6 +344,7 @@ std::unique_ptr<Reader> Reader::Open(const std::string& path, const OpenOptions&
   if (const SectionEntry* e = r->FindSection(SectionType::kStats); e && e->size)
     r->stats_ = r->data_ + e->offset;
   r->map_.AdviseNormal(0, len);  // readers that scan sections get the kernel's readahead
+  if (opts.lock == ReadLock::kOpen) r->lock_ = FoldReadLock();
   return r;
 }
 

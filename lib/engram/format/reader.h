@@ -10,15 +10,24 @@
 #include <vector>
 
 #include "engram/base/file.h"
+#include "engram/format/fold_lock.h"
 #include "engram/format/format.h"
 #include "engram/format/layout.h"
 #include "engram/format/ledger.h"
 
 namespace engram::format {
 
+// How a reader keeps in-place folds out (§5.8, FoldReadLock).
+enum class ReadLock {
+  kOpen,  // while the file is opened (a table that is mapped for long: prefetch, serve, inspect)
+  kHold,  // until the Reader is destroyed (commands that read rows: lookup, export, verify, run)
+  kNone,  // never: the caller holds the fold lock itself (sort-buckets)
+};
+
 struct OpenOptions {
   bool use_mmap = true;        // false: read the base into memory (config [engram.table] mmap)
   bool check_metadata = true;  // verify checksums of the small metadata sections
+  ReadLock lock = ReadLock::kOpen;
 };
 
 struct StatsRow {
@@ -30,7 +39,10 @@ struct StatsRow {
 // Checks 1..7 of schemas/table_format.md §7 (size, magic, version, header checksum, flags,
 // section table, parameters) on an open file and returns the decoded header. Throws kCorrupt or
 // kVersion naming the field.
+// A header torn while an in-place fold installed it is read from the fold record's copy (§5.8).
 Header ReadValidatedHeader(int fd, const std::string& path, uint64_t file_length);
+// The fold record's header copy (zero-extended to kHeaderSize) when the file holds a valid one.
+bool ReadFoldHeaderCopy(int fd, const std::string& path, uint64_t file_length, uint8_t* out);
 
 class Reader {
  public:
@@ -69,12 +81,19 @@ class Reader {
   // kCorrupt naming the table when the section does not decode.
   std::vector<Fact> Facts() const;
 
+  // The open file (read-only): for FoldReadLock.
+  int fd() const noexcept { return fd_.get(); }
+  // Drops the fold lock taken by Open (kHold), e.g. once a view has read the journal.
+  void ReleaseReadLock() noexcept { lock_ = FoldReadLock(); }
+
   // The mapping (for prefetch/advice); empty when opened without mmap.
   const base::MappedFile& mapping() const noexcept { return map_; }
 
  private:
   Reader() = default;
   std::string path_;
+  base::UniqueFd fd_;
+  FoldReadLock lock_;
   base::MappedFile map_;
   std::vector<uint8_t> heap_;  // when !use_mmap
   const uint8_t* data_ = nullptr;

@@ -22,10 +22,14 @@ std::string DeterministicAddressingError(const std::string& path, size_t entries
 
 std::unique_ptr<TableView> TableView::Open(const std::string& path, const ViewOptions& opts) {
   auto v = std::unique_ptr<TableView>(new TableView());
-  v->reader_ = Reader::Open(path, opts.open);
-  base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
-  uint64_t len = base::RegularFileSize(fd.get(), path);
-  v->journal_ = ReadJournal(fd.get(), path, v->reader_->header(), v->reader_->layout(), len);
+  // The journal is read under the same fold lock as the base, from the same file.
+  OpenOptions oo = opts.open;
+  if (oo.lock == ReadLock::kOpen) oo.lock = ReadLock::kHold;
+  v->reader_ = Reader::Open(path, oo);
+  const int fd = v->reader_->fd();
+  uint64_t len = base::RegularFileSize(fd, path);
+  v->journal_ = ReadJournal(fd, path, v->reader_->header(), v->reader_->layout(), len);
+  if (opts.open.lock == ReadLock::kOpen) v->reader_->ReleaseReadLock();
   RequireIntact(v->journal_, path);
   ENGRAM_CHECK(!opts.deterministic_addressing || v->journal_.committed.empty(), Code::kConfig,
                DeterministicAddressingError(path, v->journal_.committed.size()));

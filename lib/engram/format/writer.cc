@@ -35,8 +35,8 @@ void Reserve(int fd, uint64_t offset, uint64_t len, const std::string& path) {
   }
 }
 
-void ChunkChecksums(const uint8_t* data, uint64_t size, uint32_t chunk_log2, uint64_t* out,
-                    int threads) {
+void ChunkChecksums(uint32_t section_type, const uint8_t* data, uint64_t size, uint32_t chunk_log2,
+                    uint64_t* out, int threads) {
   const uint64_t chunk = uint64_t{1} << chunk_log2;
   const int64_t n = static_cast<int64_t>((size + chunk - 1) / chunk);
   if (threads <= 0) threads = omp_get_max_threads();
@@ -44,7 +44,7 @@ void ChunkChecksums(const uint8_t* data, uint64_t size, uint32_t chunk_log2, uin
   for (int64_t i = 0; i < n; ++i) {
     uint64_t begin = static_cast<uint64_t>(i) * chunk;
     uint64_t len = std::min(chunk, size - begin);
-    out[i] = hash::Checksum64(data + begin, len);
+    out[i] = ChunkSum(/*paged=*/true, section_type, begin, data + begin, len);
   }
 }
 
@@ -147,12 +147,12 @@ void TableWriter::Commit(base::Reporter& reporter) {
   std::vector<uint64_t> chunk_sums(total_chunks);
   reporter.Progress("checksums", 0, 0, "bytes");
   for (const auto& e : secs)
-    ChunkChecksums(base_ + e.offset, e.size, opts_.chunk_log2, chunk_sums.data() + e.first_chunk,
-                   opts_.threads);
-  ChunkChecksums(facts_.data(), facts.size, opts_.chunk_log2, chunk_sums.data() + facts.first_chunk,
-                 1);
-  ChunkChecksums(reinterpret_cast<const uint8_t*>(provenance_.data()), prov.size, opts_.chunk_log2,
-                 chunk_sums.data() + prov.first_chunk, 1);
+    ChunkChecksums(e.type, base_ + e.offset, e.size, opts_.chunk_log2,
+                   chunk_sums.data() + e.first_chunk, opts_.threads);
+  ChunkChecksums(facts.type, facts_.data(), facts.size, opts_.chunk_log2,
+                 chunk_sums.data() + facts.first_chunk, 1);
+  ChunkChecksums(prov.type, reinterpret_cast<const uint8_t*>(provenance_.data()), prov.size,
+                 opts_.chunk_log2, chunk_sums.data() + prov.first_chunk, 1);
   reporter.ProgressDone("checksums");
 
   Reserve(temp_.fd(), data_end_, file_size - data_end_, temp_.temp_path());
@@ -167,7 +167,9 @@ void TableWriter::Commit(base::Reporter& reporter) {
 
   Header h;
   h.file_size = file_size;
-  h.required_flags = kReqLedger;  // v3.2: the ledger may grow in the journal (§5.7)
+  // v3.2: the ledger may grow in the journal (§5.7); v3.3: chunks are checksummed by pages, so
+  // that sort-buckets can fold in place (§5.8).
+  h.required_flags = kReqLedger | kReqPagedSums;
   h.optional_flags = (opts_.with_stats ? kOptHasStats : 0) |
                      (opts_.sketch_owners ? kOptSketchOwners : 0) | kOptCommitSlots;
   h.chunk_log2 = opts_.chunk_log2;

@@ -53,7 +53,9 @@ class TableWriter {
   // JSON object text for the PROVENANCE section (§3.5).
   void SetProvenance(std::string json) { provenance_ = std::move(json); }
   // The folded facts of the ledger (FACTS, §3.7); none by default (no section is written).
-  void SetFacts(const std::vector<Fact>& facts) { facts_ = EncodeFactsSection(facts); }
+  void SetFacts(const std::vector<Fact>& facts) {
+    facts_ = facts.empty() ? std::basic_string<uint8_t>() : EncodeFactsSection(facts);
+  }
 
   // Writes metadata sections and checksums, then the header, fsyncs and renames onto the final
   // path. Throws kIo (the temp file is removed and the final path untouched).
@@ -75,9 +77,9 @@ class TableWriter {
 // Reserves [offset, offset+len) of fd on disk; ENOSPC becomes a clear kIo "disk full" error.
 void Reserve(int fd, uint64_t offset, uint64_t len, const std::string& path);
 
-// Computes XXH3 of each chunk of [data, data + size) into out (ceil(size / chunk) values),
-// in parallel with `threads` threads (0 = all).
-void ChunkChecksums(const uint8_t* data, uint64_t size, uint32_t chunk_log2, uint64_t* out,
-                    int threads);
+// Computes the paged checksum (§3.6) of each chunk of a section's bytes [data, data + size) into
+// out (ceil(size / chunk) values), in parallel with `threads` threads (0 = all).
+void ChunkChecksums(uint32_t section_type, const uint8_t* data, uint64_t size, uint32_t chunk_log2,
+                    uint64_t* out, int threads);
 
 }  // namespace engram::format

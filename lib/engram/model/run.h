@@ -13,9 +13,12 @@
 namespace engram::model {
 
 struct RunOptions {
-  std::string config_path;           // config.toml ("" = defaults + flags)
-  std::string model_dir;             // overrides [model] path
-  std::string table_path;            // overrides [engram.table] path (and ENGRAM_TABLE_PATH)
+  std::string config_path;  // config.toml ("" = defaults + flags)
+  std::string model_dir;    // overrides [model] path
+  std::string table_path;   // overrides [engram.table] path (and ENGRAM_TABLE_PATH)
+  // Keep in-place folds out for the whole run (one request). serve's session takes the fold lock
+  // per batch instead.
+  bool hold_table_lock = true;
   std::vector<std::string> prompts;  // one request each (batched up to max_batch_size)
   int n_predict = 64;                // tokens to generate per prompt; -1 = until end of text
                                      // or the context limit (llama.cpp's convention)

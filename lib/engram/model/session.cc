@@ -67,8 +67,10 @@ size_t Holdback(const std::string& text, const std::vector<std::string>& stop) {
 
 class SessionImpl final : public Session {
  public:
-  SessionImpl(const RunOptions& o, base::Reporter& rep) : rep_(rep) {
+  SessionImpl(const RunOptions& opts, base::Reporter& rep) : rep_(rep) {
     RunResult res;
+    RunOptions o = opts;
+    o.hold_table_lock = false;  // Batch takes the fold lock per batch
     LoadSetup(o, rep, s_, res);
     TransformerOptions to;
     to.dtype = o.dtype.empty() ? s_.cfg.model.dtype : o.dtype;
@@ -209,7 +211,22 @@ class SessionImpl final : public Session {
   void Batch(const std::vector<GenerateRequest*>& reqs, std::vector<GenerateResult>& res) {
     ENGRAM_CHECK(reqs.size() <= static_cast<size_t>(info_.max_batch), Code::kInternal,
                  "batch of " << reqs.size() << " requests, the session holds " << info_.max_batch);
-    MaybeReload();
+    // The fold lock for the whole batch (schemas/table_format.md §5.8): an in-place fold waits
+    // for it, and the batch reads one table state from start to end. Taken before the reload
+    // check, on the file of the view that serves, so the check and the rows agree.
+    format::FoldReadLock table_lock;
+    for (int attempt = 0; s_.engram && attempt < 4; ++attempt) {
+      std::shared_ptr<const format::TableView> v;
+      {
+        std::lock_guard<std::mutex> lock(state_mu_);
+        v = view_;
+      }
+      table_lock = format::FoldReadLock();  // never wait for a fold while holding the file
+      table_lock = format::FoldReadLock(v->reader().fd(), /*yield=*/true);
+      MaybeReload();
+      std::lock_guard<std::mutex> lock(state_mu_);
+      if (view_ == v) break;
+    }
     std::shared_ptr<const format::TableView> view;
     TableState state;
     {

@@ -237,6 +237,7 @@ void LoadSetup(const RunOptions& o, base::Reporter& rep, Setup& s, RunResult& re
     format::ViewOptions vo;
     vo.deterministic_addressing = s.cfg.engram.deterministic_addressing && !o.read_journal;
     vo.open.use_mmap = s.cfg.table.mmap;
+    vo.open.lock = o.hold_table_lock ? format::ReadLock::kHold : format::ReadLock::kOpen;
     s.view = format::TableView::Open(path, vo);
     const format::Layout& l = s.view->layout();
     CheckTableAgainstModel(l, s.mc, tok_fp, path);

@@ -25,6 +25,7 @@
 #include "engram/hash/checksum.h"
 #include "engram/hash/ngram_hash.h"
 #include "engram/table/entries.h"
+#include "engram/table/fold.h"
 #include "engram/tokenizer/tokenizer.h"
 
 namespace engram::table {
@@ -531,6 +532,8 @@ AppendResult Append(const AppendOptions& o, base::Reporter& reporter) {
   if (!o.dry_run) {
     lock = std::make_unique<format::WriterLock>(o.table, o.wait, "append", false, &reporter);
     format::RemoveStaleTempFiles(o.table);
+    // A fold killed half way is completed first: the journal goes on from the folded base.
+    CompleteInterruptedFold(lock->fd(), o.table, o.wait, reporter);
   }
   format::ViewOptions vo;
   vo.deterministic_addressing = false;

@@ -30,6 +30,7 @@ struct Piece {
 ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
   format::ViewOptions vo;
   vo.deterministic_addressing = false;
+  vo.open.lock = format::ReadLock::kHold;  // no fold changes rows while they are written out
   auto view = format::TableView::Open(o.table, vo);
   const format::Layout& l = view->layout();
   const bool per_layer = o.tensor.find("{layer}") != std::string::npos;

@@ -11,6 +11,7 @@ namespace engram::table {
 LedgerListing ReadLedger(const std::string& path) {
   format::ViewOptions vo;
   vo.deterministic_addressing = false;
+  vo.open.lock = format::ReadLock::kHold;
   auto view = format::TableView::Open(path, vo);
   LedgerListing l;
   l.folded = view->reader().Facts();

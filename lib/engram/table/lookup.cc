@@ -28,6 +28,7 @@ LookupResult Lookup(const LookupOptions& o) {
   if (!o.table_path.empty()) {
     format::ViewOptions vo;
     vo.deterministic_addressing = o.deterministic_addressing;
+    vo.open.lock = format::ReadLock::kHold;  // one state for every lookup of the command
     view = format::TableView::Open(o.table_path, vo);
     res.layout = view->layout();
     res.with_table = true;

@@ -115,6 +115,8 @@ void CheckChunks(const format::Header& h, int fd, const uint8_t* data, const std
         "below may be false alarms");
   const uint64_t chunk = uint64_t{1} << h.chunk_log2;
   const uint64_t n_sums = sums_e->size / 8;
+  const bool paged = (h.required_flags & format::kReqPagedSums) != 0;
+  static_assert(kPieceBytes % format::kSumPage == 0);
   struct Job {
     uint32_t sec;
     uint64_t begin, len, sum_index;
@@ -186,6 +188,7 @@ void CheckChunks(const format::Header& h, int fd, const uint8_t* data, const std
       const bool scales_sec = fp8 && e.type == static_cast<uint32_t>(format::SectionType::kScales);
       carry.clear();
       sum.Reset();
+      uint64_t paged_sum = 0;
       bool failed = false;
       for (uint64_t at = 0; at < j.len; at += kPieceBytes) {
         const uint64_t n = std::min(kPieceBytes, j.len - at);
@@ -197,9 +200,15 @@ void CheckChunks(const format::Header& h, int fd, const uint8_t* data, const std
           failed = true;
           break;
         }
-        sum.Update(buf.get(), n);
         const uint64_t lo = off + at;  // the piece's bytes in the section: [lo, lo + n)
-        if (stats_sec)                 // 16-byte rows: pieces and chunks hold whole rows
+        if (paged) {                   // pieces start on page boundaries of the section
+          for (uint64_t p = 0; p < n; p += format::kSumPage)
+            paged_sum +=
+                format::PageSum(e.type, lo + p, buf.get() + p, std::min(format::kSumPage, n - p));
+        } else {
+          sum.Update(buf.get(), n);
+        }
+        if (stats_sec)  // 16-byte rows: pieces and chunks hold whole rows
           CountBadStats(buf.get() - lo, lo / format::kStatsRowSize,
                         (lo + n) / format::kStatsRowSize, &stats_jobs[k]);
         if (scales_sec && !base::Fp8ScalesBelowF0(buf.get(), n)) {
@@ -229,7 +238,7 @@ void CheckChunks(const format::Header& h, int fd, const uint8_t* data, const std
         if (finite && used < n && next_row < l->total_rows)  // a row running on past the piece
           carry.assign(buf.get() + used, buf.get() + n);
       }
-      bad[k] = sum.Digest() != base::LoadLE<uint64_t>(sums + j.sum_index * 8);
+      bad[k] = (paged ? paged_sum : sum.Digest()) != base::LoadLE<uint64_t>(sums + j.sum_index * 8);
       if (l && finite && !carry.empty() && !failed) {  // the last row runs on past the chunk
         const uint64_t have = carry.size();
         carry.resize(stride);
@@ -309,8 +318,22 @@ void CheckChunks(const format::Header& h, int fd, const uint8_t* data, const std
               std::to_string(format::kCommitSlotsOffset + i * format::kCommitSlotSize) +
               " fails its checksum: the file is damaged there");
     }
-    check_gap(format::kCommitSlotsOffset + 2 * format::kCommitSlotSize,
-              format::kCommitSlotsOffset + format::kCommitSlotsBytes);
+    // A fold record (§5.8) is there only while an in-place fold runs, or after one was killed.
+    format::FoldRecord fold;
+    if (format::DecodeFoldRecord(data + format::kFoldRecordOffset, &fold)) {
+      Add(rep, format::kFoldRecordOffset, format::kFoldRecordSize, "fold record", Code::kCorrupt,
+          "an in-place fold of this table was interrupted (" +
+              std::string(fold.state == 1 ? "while it applied the journal's rows"
+                                          : "while it moved the metadata") +
+              "); readers see a complete state, but its checksums are not final: run "
+              "'engramctl sort-buckets " +
+              rep->path + "' to complete the fold, then verify again");
+      check_gap(format::kFoldRecordOffset + format::kFoldRecordSize,
+                format::kCommitSlotsOffset + format::kCommitSlotsBytes);
+    } else {
+      check_gap(format::kCommitSlotsOffset + 2 * format::kCommitSlotSize,
+                format::kCommitSlotsOffset + format::kCommitSlotsBytes);
+    }
   }
   std::sort(ranges.begin(), ranges.end());
   for (const auto& [off, size] : ranges) {
@@ -454,6 +477,8 @@ VerifyReport Verify(const std::string& path, const VerifyOptions& o, base::Repor
   VerifyReport rep;
   rep.path = path;
   base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
+  // To the end: a fold waits for verify instead of changing chunks under it (§5.8).
+  format::FoldReadLock fold_lock(fd.get());
   const uint64_t len = base::RegularFileSize(fd.get(), path);
   format::Header h;
   try {
@@ -472,7 +497,8 @@ VerifyReport Verify(const std::string& path, const VerifyOptions& o, base::Repor
   std::unique_ptr<format::Reader> reader;
   std::string layout_problem;
   try {
-    reader = format::Reader::Open(path, format::OpenOptions{true, true});
+    // Held to the end: a fold waits for verify instead of changing chunks under it.
+    reader = format::Reader::Open(path, format::OpenOptions{true, true, format::ReadLock::kHold});
   } catch (const Error& e) {
     if (e.code() != Code::kCorrupt) throw;
     layout_problem = e.what();

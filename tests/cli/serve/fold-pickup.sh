@@ -1,6 +1,7 @@
 # With deterministic_addressing = true, an append while serve runs leaves the last folded state
-# serving (said once, with the sort-buckets fix); the `sort-buckets` fold (file replaced by rename)
-# is picked up by the next request, which then equals a fresh `run` on the folded table.
+# serving (said once, with the sort-buckets fix); the `sort-buckets` fold (in place: the same file,
+# while serve has it mapped) is picked up by the next request, which then equals a fresh `run` on
+# the folded table.
 source $SRC/tests/cli/lib.sh
 source $SRC/tests/cli/serve_lib.sh
 random_model m v41
@@ -22,7 +23,7 @@ print('unfolded journal: generation', s2['engram']['table_generation'], 'stale',
 grep -c "has appended entries that are not folded; with deterministic addressing the server keeps serving table generation 1 (the last folded state): run 'engramctl sort-buckets m.engram'" serve.log
 ino_before=$(stat -c %i m.engram)
 $E -q sort-buckets m.engram
-[[ $(stat -c %i m.engram) != "$ino_before" ]] && echo "fold replaced the file"
+[[ $(stat -c %i m.engram) == "$ino_before" ]] && echo "folded in place"
 post /v1/completions "$REQ" > folded.json
 field folded.json '"after fold:", j["engram"]["table_generation"], j["engram"]["table_stale"], j["engram"]["prompt"]["hits"]'
 stop_serve
