@@ -1,9 +1,12 @@
 // `engramctl prefetch`: warm, report, pin or evict a table's pages in the host page cache.
+#include <fcntl.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
 #include "cli_common.h"
+#include "engram/base/file.h"
 #include "engram/base/units.h"
 #include "engram/table/prefetch.h"
 
@@ -14,6 +17,7 @@ void AddPrefetchCommand(CLI::App& app) {
     std::string table, config_path;
     bool status = false, lock = false, evict = false, json = false;
     int threads = 0;
+    std::string budget;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* s = app.add_subcommand(
@@ -23,6 +27,10 @@ void AddPrefetchCommand(CLI::App& app) {
   s->add_flag("--lock", f->lock,
               "Warm, then pin the table in memory (mlock) until interrupted, like vmtouch -l");
   s->add_flag("--evict", f->evict, "Drop the table from the page cache");
+  s->add_option("--budget", f->budget,
+                "Warm at most SIZE (e.g. 4G), hottest first: metadata, owner tags and fp8 scales, "
+                "then the row pages the build corpus's lookups hit most (STATS); with --lock, pin "
+                "only those");
   s->add_option("-t,--threads", f->threads, "Parallel readers (default: all cores, at least 2)");
   s->add_flag("--json", f->json, "Print JSON");
   s->callback([f] {
@@ -30,6 +38,8 @@ void AddPrefetchCommand(CLI::App& app) {
     ResolveTable(&f->table, f->config_path, rep);
     ENGRAM_CHECK(f->status + f->lock + f->evict <= 1, engram::Code::kInvalidArgument,
                  "--status, --lock and --evict exclude each other");
+    ENGRAM_CHECK(f->budget.empty() || (!f->status && !f->evict), engram::Code::kInvalidArgument,
+                 "--budget warms; it does not go with --status or --evict");
     if (f->status) {
       auto r = engram::table::Status(f->table);
       PrintStdout(f->json ? r.ToJson() : r.ToText());
@@ -52,6 +62,54 @@ void AddPrefetchCommand(CLI::App& app) {
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGHUP);
     if (f->lock) pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+    uint64_t file_bytes;
+    {
+      engram::base::UniqueFd fd = engram::base::OpenFile(f->table, O_RDONLY);
+      file_bytes = engram::base::RegularFileSize(fd.get(), f->table);
+    }
+    if (!f->budget.empty()) {
+      const uint64_t budget = engram::base::ParseSize(f->budget, "--budget");
+      if (f->lock) engram::table::CheckLockable(f->table, std::min(budget, file_bytes));
+      auto r = engram::table::WarmHottest(f->table, budget, f->threads, rep);
+      char share[32];
+      std::snprintf(share, sizeof share, "%.1f%%", 100 * r.lookup_share);
+      if (f->json)
+        PrintStdout("{\"path\":\"" + f->table + "\",\"bytes\":" + std::to_string(r.bytes) +
+                    ",\"budget\":" + std::to_string(r.budget) +
+                    ",\"warmed_bytes\":" + std::to_string(r.warmed_bytes) +
+                    ",\"always_bytes\":" + std::to_string(r.always_bytes) +
+                    ",\"row_pages\":" + std::to_string(r.row_pages) +
+                    ",\"row_pages_total\":" + std::to_string(r.row_pages_total) +
+                    ",\"lookup_share\":" + std::to_string(r.lookup_share) +
+                    ",\"seconds\":" + std::to_string(r.seconds) + "}");
+      else
+        rep.Log(engram::base::LogLevel::kInfo,
+                f->table + ": warmed " + engram::base::FormatBytes(r.warmed_bytes) + " of " +
+                    engram::base::FormatBytes(r.bytes) + " in " +
+                    engram::base::FormatSeconds(r.seconds) + ": metadata, tags and scales (" +
+                    engram::base::FormatBytes(r.always_bytes) + "), then the hottest " +
+                    std::to_string(r.row_pages) + " of " + std::to_string(r.row_pages_total) +
+                    " row pages, which the build corpus's lookups hit " + share + " of the time");
+      if (f->lock) {
+        engram::table::ResidentLock pin(f->table, r.ranges);
+        rep.Log(engram::base::LogLevel::kInfo,
+                f->table + ": " + engram::base::FormatBytes(pin.bytes()) +
+                    " locked in memory; interrupt (Ctrl-C) to release");
+        int sig = 0;
+        sigwait(&stop, &sig);
+        rep.Log(engram::base::LogLevel::kInfo, f->table + ": released");
+      }
+      return;
+    }
+    // Said up front: a table larger than the memory free for it cannot stay resident; warming it
+    // whole only evicts its own first pages again.
+    if (const uint64_t avail = engram::base::AvailableMemoryBytes(); avail && file_bytes > avail)
+      rep.Log(engram::base::LogLevel::kWarning,
+              f->table + " (" + engram::base::FormatBytes(file_bytes) +
+                  ") is larger than the memory available (" + engram::base::FormatBytes(avail) +
+                  "): it cannot be resident whole; 'prefetch --budget SIZE' warms the hottest rows "
+                  "first");
+    if (f->lock) engram::table::CheckLockable(f->table, file_bytes);
     auto r = engram::table::Warm(f->table, f->threads, rep);
     std::string line = f->table + ": " + engram::base::FormatBytes(r.resident) + " of " +
                        engram::base::FormatBytes(r.bytes) + " resident; read " +

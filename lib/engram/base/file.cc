@@ -400,6 +400,13 @@ std::string LockHolder(int fd) {
 }
 }  // namespace
 
+void ReleaseMappedPages(const void* p, uint64_t n) noexcept {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+  if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
+
 FileLock::FileLock(int fd, const std::string& path, bool wait, std::string_view what_for,
                    const std::function<void(const std::string& holder)>& on_wait)
     : fd_(fd) {

@@ -160,6 +160,12 @@ class SpooledInput {
   std::string path_, temp_;
 };
 
+// Unmaps from this process the whole pages inside [p, p + n) of a shared file mapping. Their
+// contents stay in the file and the page cache (dirty pages are written back as usual), so a
+// pass through a mapping of a table larger than memory does not keep the whole table as the
+// process's resident memory. Never call it on anything but a MAP_SHARED file mapping.
+void ReleaseMappedPages(const void* p, uint64_t n) noexcept;
+
 // An advisory exclusive lock (flock) on a file, released on destruction.
 class FileLock {
  public:

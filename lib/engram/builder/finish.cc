@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "engram/base/file.h"
 #include "engram/builder/values.h"
 #include "engram/format/format.h"
 #include "engram/hash/ngram_hash.h"
@@ -76,6 +77,9 @@ void FinishTable(format::TableWriter& writer, const format::Layout& layout, cons
                  base::Reporter& reporter) {
   for (uint64_t r = 0; r < layout.total_rows; ++r)
     res->owned_rows += writer.tags()[r] != hash::kNoOwner;
+  // Passes over the mapping unmap what they went through: a table larger than memory is never
+  // the process's resident memory (the page cache keeps the pages).
+  base::ReleaseMappedPages(writer.tags(), layout.total_rows * 4);
   if (!o.values_path.empty())
     CopyValues(o, layout, writer.rows(), writer.scales(), reporter);
   else if (o.init == "normal")
@@ -89,6 +93,8 @@ void FinishTable(format::TableWriter& writer, const format::Layout& layout, cons
       writer.stats()
           ? format::OwnerShare({writer.stats(), layout.total_rows * format::kStatsRowSize})
           : -1;
+  if (writer.stats())
+    base::ReleaseMappedPages(writer.stats(), layout.total_rows * format::kStatsRowSize);
   if (share >= 0 && !prov.empty() && prov.back() == '}') {
     char rate[64];
     std::snprintf(rate, sizeof rate, ",\"corpus_hit_rate\":%.6f}", share);

@@ -9,6 +9,7 @@
 #include "engram/base/checked.h"
 #include "engram/base/dtype.h"
 #include "engram/base/error.h"
+#include "engram/base/file.h"
 #include "engram/base/units.h"
 #include "engram/format/safetensors.h"
 
@@ -30,6 +31,7 @@ void StreamTensor(const format::SafetensorsFile& f, const format::TensorInfo& t,
   for (uint64_t off = 0; off < bytes; off += chunk) {
     uint64_t n = std::min(chunk, bytes - off);
     f.ReadRange(t, off, dst + off, n);
+    base::ReleaseMappedPages(dst + off, n);  // the page cache keeps them; RSS stays bounded
     *done += n;
     reporter.Progress("import values", *done, total, "bytes");
   }
@@ -129,10 +131,6 @@ void CopyValues(const BuildOptions& o, const format::Layout& l, uint8_t* rows, u
                              << " but the table stores " << base::DTypeName(l.dtype)
                              << "; pass --dtype matching the tensor (rows are copied bit-exact)");
     const uint64_t src_rows = p.rows / f, subtables = f > 1 ? p.rows / buckets : 1;
-    StreamTensor(*file, *t, rows + p.first_row * l.row_stride(), src_rows * l.row_stride(),
-                 reporter, &done, total);
-    if (f > 1)
-      TileRows(rows + p.first_row * l.row_stride(), subtables, buckets / f, f, l.row_stride());
     if (fp8) {
       auto [sf, st] = ckpt->Get(p.scale_name);
       ENGRAM_CHECK(st->numel() == src_rows * l.scale_stride(), Code::kInvalidArgument,
@@ -143,22 +141,40 @@ void CopyValues(const BuildOptions& o, const format::Layout& l, uint8_t* rows, u
                    Code::kInvalidArgument,
                    "scale tensor \"" << p.scale_name << "\" is " << format::StDTypeName(st->dtype)
                                      << "; e8m0 scales are F8_E8M0 or U8");
+      // The scales first: each piece of rows is checked against them as it streams in.
       StreamTensor(*sf, *st, scales + p.first_row * l.scale_stride(), src_rows * l.scale_stride(),
                    reporter, &done, total);
-      if (f > 1)
+    }
+    // Rows a piece at a time, each checked for Inf/NaN while it is in cache, then unmapped: one
+    // pass over the checkpoint, and resident memory that does not grow with the table.
+    const uint64_t stride = l.row_stride(),
+                   piece_rows = std::max<uint64_t>(1, (64ull << 20) / stride);
+    uint8_t* dst = rows + p.first_row * stride;
+    const uint8_t* dst_scales = fp8 ? scales + p.first_row * l.scale_stride() : nullptr;
+    for (uint64_t r0 = 0; r0 < src_rows; r0 += piece_rows) {
+      const uint64_t n = std::min(piece_rows, src_rows - r0);
+      file->ReadRange(*t, r0 * stride, dst + r0 * stride, n * stride);
+      for (uint64_t r = r0; r < r0 + n; ++r) {
+        const uint8_t* sc = fp8 ? dst_scales + r * l.scale_stride() : nullptr;
+        size_t i = base::FirstNonFinite(l.dtype, dst + r * stride, sc, l.row_dim);
+        ENGRAM_CHECK(i == l.row_dim, Code::kInvalidArgument,
+                     o.values_path << ": tensor \"" << p.name << "\" holds a non-finite value "
+                                   << "(Inf or NaN) in table row " << p.first_row + r << ", value "
+                                   << i << "; a table's rows must be finite: fix the checkpoint");
+      }
+      base::ReleaseMappedPages(dst + r0 * stride, n * stride);
+      if (fp8) base::ReleaseMappedPages(dst_scales + r0 * l.scale_stride(), n * l.scale_stride());
+      done += n * stride;
+      reporter.Progress("import values", done, total, "bytes");
+    }
+    if (f > 1) {
+      TileRows(dst, subtables, buckets / f, f, stride);
+      if (fp8)
         TileRows(scales + p.first_row * l.scale_stride(), subtables, buckets / f, f,
                  l.scale_stride());
     }
   }
   reporter.ProgressDone("import values");
-  for (uint64_t r = 0; r < l.total_rows; ++r) {
-    const uint8_t* sc = fp8 ? scales + r * l.scale_stride() : nullptr;
-    size_t i = base::FirstNonFinite(l.dtype, rows + r * l.row_stride(), sc, l.row_dim);
-    ENGRAM_CHECK(i == l.row_dim, Code::kInvalidArgument,
-                 o.values_path << ": tensor \"" << o.values_tensor << "\" holds a non-finite value "
-                               << "(Inf or NaN) in table row " << r << ", value " << i
-                               << "; a table's rows must be finite: fix the checkpoint");
-  }
   std::string tiled;
   if (factor > 1)
     tiled = ", each sub-table's repeated " + std::to_string(factor) + "x into 2^" +
@@ -192,6 +208,13 @@ void FillNormal(const format::Layout& l, uint64_t seed, double std_dev, uint8_t*
       }
       base::EncodeRow(l.dtype, v, rows + static_cast<uint64_t>(r) * stride,
                       scales ? scales + static_cast<uint64_t>(r) * sstride : nullptr);
+      if ((r + 1) % 4096 == 0) {  // a block done: unmap it (RSS stays bounded)
+        base::ReleaseMappedPages(rows + static_cast<uint64_t>(r + 1 - 4096) * stride,
+                                 4096ull * stride);
+        if (scales)
+          base::ReleaseMappedPages(scales + static_cast<uint64_t>(r + 1 - 4096) * sstride,
+                                   4096ull * sstride);
+      }
     }
   }
 }

@@ -13,6 +13,7 @@
 #include "engram/base/checked.h"
 #include "engram/base/endian.h"
 #include "engram/base/error.h"
+#include "engram/base/file.h"
 #include "engram/base/resource.h"
 #include "engram/hash/checksum.h"
 
@@ -36,7 +37,7 @@ void Reserve(int fd, uint64_t offset, uint64_t len, const std::string& path) {
 }
 
 void ChunkChecksums(uint32_t section_type, const uint8_t* data, uint64_t size, uint32_t chunk_log2,
-                    uint64_t* out, int threads) {
+                    uint64_t* out, int threads, bool mapped) {
   const uint64_t chunk = uint64_t{1} << chunk_log2;
   const int64_t n = static_cast<int64_t>((size + chunk - 1) / chunk);
   if (threads <= 0) threads = omp_get_max_threads();
@@ -45,6 +46,7 @@ void ChunkChecksums(uint32_t section_type, const uint8_t* data, uint64_t size, u
     uint64_t begin = static_cast<uint64_t>(i) * chunk;
     uint64_t len = std::min(chunk, size - begin);
     out[i] = ChunkSum(/*paged=*/true, section_type, begin, data + begin, len);
+    if (mapped) base::ReleaseMappedPages(data + begin, len);
   }
 }
 
@@ -148,7 +150,7 @@ void TableWriter::Commit(base::Reporter& reporter) {
   reporter.Progress("checksums", 0, 0, "bytes");
   for (const auto& e : secs)
     ChunkChecksums(e.type, base_ + e.offset, e.size, opts_.chunk_log2,
-                   chunk_sums.data() + e.first_chunk, opts_.threads);
+                   chunk_sums.data() + e.first_chunk, opts_.threads, /*mapped=*/true);
   ChunkChecksums(facts.type, facts_.data(), facts.size, opts_.chunk_log2,
                  chunk_sums.data() + facts.first_chunk, 1);
   ChunkChecksums(prov.type, reinterpret_cast<const uint8_t*>(provenance_.data()), prov.size,

@@ -79,7 +79,8 @@ void Reserve(int fd, uint64_t offset, uint64_t len, const std::string& path);
 
 // Computes the paged checksum (§3.6) of each chunk of a section's bytes [data, data + size) into
 // out (ceil(size / chunk) values), in parallel with `threads` threads (0 = all).
+// mapped: data lies in a shared file mapping, whose pages are released as they are hashed.
 void ChunkChecksums(uint32_t section_type, const uint8_t* data, uint64_t size, uint32_t chunk_log2,
-                    uint64_t* out, int threads);
+                    uint64_t* out, int threads, bool mapped = false);
 
 }  // namespace engram::format

@@ -114,6 +114,8 @@ ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
         const uint8_t* src =
             p.scales ? view->reader().ScaleBytes(row) : view->reader().RowBytes(row);
         buf.assign(src, src + n * stride);
+        // Read once: unmapped again, so exporting a table larger than memory stays bounded.
+        if (view->reader().mapped()) base::ReleaseMappedPages(src, n * stride);
         // The journal overlay: last committed writer wins, as lookups see it.
         for (const auto& [jrow, idx] : view->journal().overlay) {
           if (jrow < row || jrow >= row + n) continue;

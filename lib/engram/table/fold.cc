@@ -3,6 +3,7 @@
 // switch again, truncate), its recovery, and the whole-file rewrite.
 #include "engram/table/fold.h"
 
+#include <fcntl.h>
 #include <omp.h>
 #include <signal.h>
 
@@ -72,6 +73,9 @@ void ParallelCopy(uint8_t* dst, const uint8_t* src, uint64_t n, int threads) {
     }
     uint64_t at = static_cast<uint64_t>(b) * block;
     std::memcpy(dst + at, src + at, std::min(block, n - at));
+    // Both are file mappings: unmap what was copied (RSS stays bounded; the data stays put).
+    base::ReleaseMappedPages(src + at, std::min(block, n - at));
+    base::ReleaseMappedPages(dst + at, std::min(block, n - at));
   }
   base::ThrowIfInterrupted();
 }
@@ -129,9 +133,8 @@ Header MoveTail(Header h, int64_t delta, uint64_t end) {
   return h;
 }
 
-// Readers of a fold's pages: I/O-bound, so more than the cores; pages held at once (64 MiB).
+// Pages held at once (64 MiB).
 // ENGRAM_TEST_FOLD_PAGE_BATCH=N: smaller batches, so that tests cross batch boundaries.
-constexpr int kReadThreads = 32;
 size_t PageBatch() {
   static const size_t n = [] {
     const char* e = std::getenv("ENGRAM_TEST_FOLD_PAGE_BATCH");
@@ -144,112 +147,147 @@ size_t PageBatch() {
 struct Page {
   uint32_t section = 0;  // index in the header's section table
   uint64_t index = 0;    // page number within the section
-  std::vector<uint8_t> bytes;
+  uint8_t* bytes = nullptr;
+  uint64_t len = 0;
   uint64_t old_sum = 0;
 };
 
-// The pages the journal's winning entries change, read from the file and patched in memory.
-// Reading the current bytes makes this idempotent: after a crash, some pages may already hold
-// their new contents, and patching them again changes nothing.
-// Calls `each` with every page the journal's winning entries change, read from the file and
-// patched in memory, in (section, page) order, a batch of pages at a time (memory stays bounded
-// however long the journal is). Reading the current bytes makes this idempotent: after a crash
-// some pages may already hold their new contents, and patching them again changes nothing.
-void ForEachPatchedPage(int fd, const std::string& path, const Header& h, const format::Layout& l,
-                        const format::JournalState& js, const std::vector<uint32_t>& winners,
-                        const std::function<void(const Page&)>& each) {
-  auto find = [&](SectionType t) -> int {
-    for (uint32_t i = 0; i < h.n_sections; ++i)
-      if (h.sections[i].type == static_cast<uint32_t>(t)) return static_cast<int>(i);
-    return -1;
-  };
-  const int rows = find(SectionType::kRows), scales = find(SectionType::kScales),
-            tags = find(SectionType::kTags), stats = find(SectionType::kStats);
-  // Every byte range the fold writes, with its source bytes, in file order.
+// The pages the journal's winning entries change, read from the file and patched in memory, a
+// batch at a time (memory stays bounded however long the journal is). Reading the current bytes
+// makes this idempotent: after a crash some pages may already hold their new contents, and
+// patching them again changes nothing.
+class PagePatcher {
+ public:
+  PagePatcher(int fd, const std::string& path, const Header& h, const format::Layout& l,
+              const format::JournalState& js, const std::vector<uint32_t>& winners)
+      : fd_(fd), path_(path), h_(h) {
+    auto find = [&](SectionType t) -> int {
+      for (uint32_t i = 0; i < h.n_sections; ++i)
+        if (h.sections[i].type == static_cast<uint32_t>(t)) return static_cast<int>(i);
+      return -1;
+    };
+    const int rows = find(SectionType::kRows), scales = find(SectionType::kScales),
+              tags = find(SectionType::kTags), stats = find(SectionType::kStats);
+    tag_bytes_.resize(winners.size() * 4);
+    static const uint8_t kZero[4] = {0, 0, 0, 0};
+    auto add = [&](int sec, uint64_t off, uint64_t len, const uint8_t* src) {
+      if (sec >= 0 && len) changes_.push_back({static_cast<uint32_t>(sec), off, len, src});
+    };
+    for (size_t w = 0; w < winners.size(); ++w) {
+      const format::JournalEntry& e = js.committed[winners[w]];
+      base::StoreLE<uint32_t>(tag_bytes_.data() + 4 * w, e.tag);
+      add(rows, e.row * l.row_stride(), l.row_stride(), e.value.data());
+      add(scales, e.row * l.scale_stride(), l.scale_stride(), e.value.data() + l.row_stride());
+      add(tags, e.row * 4, 4, tag_bytes_.data() + 4 * w);
+      // owner_count 0 marks an owner set by append (it has no corpus count); totals stay.
+      add(stats, e.row * format::kStatsRowSize, 4, kZero);
+    }
+    std::sort(changes_.begin(), changes_.end());
+    for (const Change& c : changes_)
+      for (uint64_t p = c.off / format::kSumPage; p <= (c.off + c.len - 1) / format::kSumPage; ++p)
+        keys_.emplace_back(c.sec, p);
+    std::sort(keys_.begin(), keys_.end());
+    keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
+  }
+
+  size_t size() const noexcept { return keys_.size(); }
+
+  // Calls `each` with every page, in (section, page) order. When all pages fit one batch, a later
+  // call finds them in memory as the first one left them (the caller has not written them).
+  void ForEach(const std::function<void(const Page&)>& each) {
+    const size_t batch = PageBatch();
+    if (loaded_all_) {
+      for (const Page& pg : pages_) each(pg);
+      return;
+    }
+    buffer_.resize(std::min(batch, keys_.size()) * format::kSumPage);
+    size_t next_change = 0;
+    for (size_t k0 = 0; k0 < keys_.size(); k0 += batch) {
+      const size_t k1 = std::min(keys_.size(), k0 + batch);
+      Load(k0, k1);
+      // Changes that began in the last batch and run into this one: step back to the first.
+      while (next_change > 0 && LastPage(changes_[next_change - 1]) >= keys_[k0]) --next_change;
+      for (; next_change < changes_.size(); ++next_change) {
+        const Change& c = changes_[next_change];
+        if (std::make_pair(c.sec, c.off / format::kSumPage) > keys_[k1 - 1]) break;
+        for (uint64_t at = c.off; at < c.off + c.len;) {
+          const uint64_t p = at / format::kSumPage, page_off = p * format::kSumPage;
+          const auto key = std::make_pair(c.sec, p);
+          const uint64_t n = std::min(c.off + c.len, page_off + format::kSumPage) - at;
+          if (key >= keys_[k0] && key <= keys_[k1 - 1]) {
+            auto it = std::lower_bound(keys_.begin() + k0, keys_.begin() + k1, key);
+            Page& pg = pages_[it - (keys_.begin() + k0)];
+            std::memcpy(pg.bytes + (at - page_off), c.src + (at - c.off),
+                        std::min<uint64_t>(n, pg.len - (at - page_off)));
+          }
+          at += n;
+        }
+      }
+      for (const Page& pg : pages_) each(pg);
+    }
+    loaded_all_ = keys_.size() <= batch;
+  }
+
+ private:
   struct Change {
     uint32_t sec;
     uint64_t off, len;
     const uint8_t* src;
     bool operator<(const Change& o) const { return sec != o.sec ? sec < o.sec : off < o.off; }
   };
-  std::vector<Change> changes;
-  std::vector<uint8_t> tag_bytes(winners.size() * 4);
-  static const uint8_t kZero[4] = {0, 0, 0, 0};
-  auto add = [&](int sec, uint64_t off, uint64_t len, const uint8_t* src) {
-    if (sec >= 0 && len) changes.push_back({static_cast<uint32_t>(sec), off, len, src});
-  };
-  for (size_t w = 0; w < winners.size(); ++w) {
-    const format::JournalEntry& e = js.committed[winners[w]];
-    base::StoreLE<uint32_t>(tag_bytes.data() + 4 * w, e.tag);
-    add(rows, e.row * l.row_stride(), l.row_stride(), e.value.data());
-    add(scales, e.row * l.scale_stride(), l.scale_stride(), e.value.data() + l.row_stride());
-    add(tags, e.row * 4, 4, tag_bytes.data() + 4 * w);
-    // owner_count 0 marks an owner set by append (it has no corpus count); totals stay.
-    add(stats, e.row * format::kStatsRowSize, 4, kZero);
+  static std::pair<uint32_t, uint64_t> LastPage(const Change& c) {
+    return {c.sec, (c.off + c.len - 1) / format::kSumPage};
   }
-  std::sort(changes.begin(), changes.end());
-  std::vector<std::pair<uint32_t, uint64_t>> keys;  // (section, page), sorted
-  for (const Change& c : changes)
-    for (uint64_t p = c.off / format::kSumPage; p <= (c.off + c.len - 1) / format::kSumPage; ++p)
-      if (keys.empty() || keys.back() != std::make_pair(c.sec, p)) keys.emplace_back(c.sec, p);
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  std::vector<Page> pages;
-  size_t next_change = 0;
-  const size_t batch = PageBatch();
-  for (size_t k0 = 0; k0 < keys.size(); k0 += batch) {
-    const size_t k1 = std::min(keys.size(), k0 + batch);
-    pages.assign(k1 - k0, Page{});
-    // The pages are read in parallel: on a table larger than memory they are cold and
-    // scattered, and a disk answers many reads at once far faster than one after another.
+
+  // Reads pages [k0, k1) into the buffer. On a table larger than memory they are cold and
+  // scattered: all of them are asked for first (POSIX_FADV_WILLNEED starts the reads without
+  // waiting), so that the disk serves many at once; the reads that follow, in file order, find
+  // them in the page cache. (Threads reading a cached file in parallel only contend.)
+  void Load(size_t k0, size_t k1) {
+    pages_.assign(k1 - k0, Page{});
+    for (size_t i = k0; i < k1;) {
+      size_t j = i + 1;  // a run of adjacent pages of one section: one request
+      while (j < k1 && keys_[j].first == keys_[i].first &&
+             keys_[j].second == keys_[j - 1].second + 1)
+        ++j;
+      const SectionEntry& e = h_.sections[keys_[i].first];
+      ::posix_fadvise(fd_, static_cast<off_t>(e.offset + keys_[i].second * format::kSumPage),
+                      static_cast<off_t>((j - i) * format::kSumPage), POSIX_FADV_WILLNEED);
+      i = j;
+    }
     std::exception_ptr error;
     std::atomic<bool> failed{false};
-#pragma omp parallel for schedule(dynamic, 16) num_threads(kReadThreads)
-    for (int64_t i = 0; i < static_cast<int64_t>(pages.size()); ++i) {
+    for (int64_t i = 0; i < static_cast<int64_t>(pages_.size()); ++i) {
       if (failed.load(std::memory_order_relaxed)) continue;
-      Page& pg = pages[i];
-      pg.section = keys[k0 + i].first;
-      pg.index = keys[k0 + i].second;
-      const SectionEntry& e = h.sections[pg.section];
+      Page& pg = pages_[i];
+      pg.section = keys_[k0 + i].first;
+      pg.index = keys_[k0 + i].second;
+      const SectionEntry& e = h_.sections[pg.section];
       const uint64_t page_off = pg.index * format::kSumPage;
-      pg.bytes.resize(std::min<uint64_t>(format::kSumPage, e.size - page_off));
+      pg.bytes = buffer_.data() + static_cast<uint64_t>(i) * format::kSumPage;
+      pg.len = std::min<uint64_t>(format::kSumPage, e.size - page_off);
       try {
-        base::PreadFull(fd, pg.bytes.data(), pg.bytes.size(), e.offset + page_off, path);
+        base::PreadFull(fd_, pg.bytes, pg.len, e.offset + page_off, path_);
       } catch (...) {
-#pragma omp critical
         if (!error) error = std::current_exception();
         failed = true;
         continue;
       }
-      pg.old_sum = format::PageSum(e.type, page_off, pg.bytes.data(), pg.bytes.size());
+      pg.old_sum = format::PageSum(e.type, page_off, pg.bytes, pg.len);
     }
     if (error) std::rethrow_exception(error);
-    // The changes that start in an earlier batch's last page were applied there, except their
-    // part in this batch: step back to the first change that reaches into it.
-    while (next_change > 0 &&
-           std::make_pair(changes[next_change - 1].sec,
-                          (changes[next_change - 1].off + changes[next_change - 1].len - 1) /
-                              format::kSumPage) >= keys[k0])
-      --next_change;
-    for (; next_change < changes.size(); ++next_change) {
-      const Change& c = changes[next_change];
-      if (std::make_pair(c.sec, c.off / format::kSumPage) > keys[k1 - 1]) break;
-      for (uint64_t at = c.off; at < c.off + c.len;) {
-        const uint64_t p = at / format::kSumPage, page_off = p * format::kSumPage;
-        const auto key = std::make_pair(c.sec, p);
-        const uint64_t n = std::min(c.off + c.len, page_off + format::kSumPage) - at;
-        if (key >= keys[k0] && key <= keys[k1 - 1]) {
-          auto it = std::lower_bound(keys.begin() + k0, keys.begin() + k1, key);
-          Page& pg = pages[it - (keys.begin() + k0)];
-          std::memcpy(pg.bytes.data() + (at - page_off), c.src + (at - c.off),
-                      std::min<uint64_t>(n, pg.bytes.size() - (at - page_off)));
-        }
-        at += n;
-      }
-    }
-    for (const Page& pg : pages) each(pg);
   }
-}
+
+  int fd_;
+  const std::string& path_;
+  const Header& h_;
+  std::vector<Change> changes_;
+  std::vector<uint8_t> tag_bytes_;
+  std::vector<std::pair<uint32_t, uint64_t>> keys_;  // (section, page), sorted
+  std::vector<uint8_t> buffer_;
+  std::vector<Page> pages_;
+  bool loaded_all_ = false;
+};
 
 void WriteSlotPage(int fd, const std::string& path, const FoldRecord* rec) {
   std::vector<uint8_t> page(format::kCommitSlotsBytes, 0);  // both commit slots empty
@@ -353,13 +391,13 @@ bool Resume(int fd, const std::string& path, base::Reporter& reporter, int threa
       vo.open.lock = format::ReadLock::kNone;
       auto view = format::TableView::Open(path, vo);
       const Header& h0 = view->reader().header();
-      ForEachPatchedPage(fd, path, h0, view->layout(), view->journal(),
-                         Winners(view->journal(), threads), [&](const Page& pg) {
-                           base::PwriteFull(
-                               fd, pg.bytes.data(), pg.bytes.size(),
-                               h0.sections[pg.section].offset + pg.index * format::kSumPage, path);
-                           Step("page applied again");
-                         });
+      PagePatcher patcher(fd, path, h0, view->layout(), view->journal(),
+                          Winners(view->journal(), threads));
+      patcher.ForEach([&](const Page& pg) {
+        base::PwriteFull(fd, pg.bytes, pg.len,
+                         h0.sections[pg.section].offset + pg.index * format::kSumPage, path);
+        Step("page applied again");
+      });
       Sync(fd, path, "pages synced again");
       WriteHeader(fd, path, rec.header);
       MoveTailHome(fd, path, rec, stage);
@@ -417,12 +455,13 @@ void FoldInPlace(int fd, const std::string& path, const format::TableView& view,
   }
   data_end = AlignUp(data_end, format::kWriterAlign);
   // Each changed page's term replaced: a first pass over the pages reads them (the second, which
-  // writes them, finds them in the page cache).
-  ForEachPatchedPage(fd, path, h0, l, js, winners, [&](const Page& pg) {
+  // writes them, finds them in memory, or for a long journal in the page cache).
+  PagePatcher patcher(fd, path, h0, l, js, winners);
+  patcher.ForEach([&](const Page& pg) {
     const SectionEntry& e = h0.sections[pg.section];
     const uint64_t page_off = pg.index * format::kSumPage;
     uint64_t& s = sums[new_first[pg.section] + page_off / chunk];
-    s += format::PageSum(e.type, page_off, pg.bytes.data(), pg.bytes.size()) - pg.old_sum;
+    s += format::PageSum(e.type, page_off, pg.bytes, pg.len) - pg.old_sum;
   });
   base::ThrowIfInterrupted();
   const std::vector<format::Fact> ledger = view.Ledger();
@@ -509,10 +548,10 @@ void FoldInPlace(int fd, const std::string& path, const format::TableView& view,
   // 4. The rows' pages: the journal still overlays every one of them, so readers of the state
   // before the fold see the same rows throughout.
   reporter.Progress("fold", 2, 4, "steps");
-  ForEachPatchedPage(fd, path, h0, l, js, winners, [&](const Page& pg) {
-    base::PwriteFull(fd, pg.bytes.data(), pg.bytes.size(),
+  patcher.ForEach([&](const Page& pg) {
+    base::PwriteFull(fd, pg.bytes, pg.len,
                      h0.sections[pg.section].offset + pg.index * format::kSumPage, path);
-    written += pg.bytes.size();
+    written += pg.len;
     Step("page applied");
   });
   Sync(fd, path, "pages synced");

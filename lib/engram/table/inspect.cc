@@ -91,6 +91,17 @@ InspectInfo Inspect(const std::string& path, const InspectOptions& opts) {
         in.occurrences += s.total_count;
         in.owner_occurrences += s.owner_count;
       }
+      // Every 64Ki rows: unmap the tags and stats scanned (a table larger than memory never
+      // becomes inspect's resident memory; the page cache keeps what it can).
+      if ((row + 1) % 65536 == 0 && r->mapped()) {
+        const uint64_t first = row + 1 - 65536;
+        base::ReleaseMappedPages(r->Section(format::SectionType::kTags).data() + first * 4,
+                                 65536 * 4);
+        if (r->has_stats())
+          base::ReleaseMappedPages(
+              r->Section(format::SectionType::kStats).data() + first * format::kStatsRowSize,
+              65536 * format::kStatsRowSize);
+      }
     }
   }
   return in;

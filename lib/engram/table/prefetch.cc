@@ -18,7 +18,9 @@
 #include <optional>
 #include <sstream>
 
+#include "engram/base/endian.h"
 #include "engram/base/error.h"
+#include "engram/base/file.h"
 #include "engram/base/json.h"
 #include "engram/base/resource.h"
 #include "engram/base/units.h"
@@ -280,6 +282,9 @@ WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) 
             for (size_t k = 0; k < vec.size(); ++k)
               if (vec[k] & 1) now += std::min(kPage, n - k * kPage);
         }
+        // Resident in the page cache is the point; mapped into this process it need not stay
+        // (a table larger than memory would otherwise count whole in prefetch's RSS).
+        if (populate) base::ReleaseMappedPages(p, n);
         uint64_t total = resident.fetch_add(now) + now;
         if (omp_get_thread_num() == 0) reporter.Progress("prefetch", total, len, "bytes");
       }
@@ -296,6 +301,137 @@ WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) 
   return res;
 }
 
+BudgetResult WarmHottest(const std::string& path, uint64_t budget, int threads,
+                         base::Reporter& reporter) {
+  base::Stopwatch sw;
+  BudgetResult res;
+  res.budget = budget;
+  auto r = format::Reader::Open(path, format::OpenOptions{true, true});
+  const format::Header& h = r->header();
+  const format::SectionEntry* rows = r->FindSection(format::SectionType::kRows);
+  const format::SectionEntry* stats = r->FindSection(format::SectionType::kStats);
+  ENGRAM_CHECK(
+      stats && stats->size, Code::kInvalidArgument,
+      path << ": --budget ranks rows by the build corpus's counts (STATS), and this table "
+              "has none (built with --no-stats); warm it whole (prefetch without --budget)");
+  base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
+  res.bytes = base::RegularFileSize(fd.get(), path);
+  // No readahead: exactly the chosen pages come in.
+  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM);
+  // 1. What every lookup reads whatever its row: the header and slot page, the metadata, the
+  // owner tags, the fp8 scales; in that order while the budget lasts.
+  std::vector<std::pair<uint64_t, uint64_t>> want;
+  uint64_t left = budget;
+  auto take = [&](uint64_t off, uint64_t len) {
+    len = std::min(len, left);
+    if (len == 0) return;
+    want.emplace_back(off, len);
+    left -= len;
+    res.always_bytes += len;
+  };
+  take(0, std::min<uint64_t>(res.bytes, format::kHeaderSize + format::kCommitSlotsBytes));
+  for (uint32_t i = 0; i < h.n_sections; ++i)
+    if (h.sections[i].flags & format::kSectionMetadata)
+      take(h.sections[i].offset, h.sections[i].size);
+  for (auto t : {format::SectionType::kTags, format::SectionType::kScales})
+    if (const format::SectionEntry* e = r->FindSection(t)) take(e->offset, e->size);
+  // 2. ROWS pages by heat: the lookups of the build corpus that land on their rows.
+  const uint64_t stride = h.row_stride;
+  const uint64_t n_pages = (rows->size + kPage - 1) / kPage;
+  res.row_pages_total = n_pages;
+  std::vector<uint64_t> heat(n_pages, 0);
+  uint64_t total_heat = 0;
+  {
+    // STATS is streamed (16 bytes a row): a table larger than memory is never mapped whole.
+    constexpr uint64_t kBlockRows = 1 << 16;
+    std::vector<uint8_t> buf(kBlockRows * format::kStatsRowSize);
+    for (uint64_t r0 = 0; r0 < h.total_rows; r0 += kBlockRows) {
+      const uint64_t n = std::min(kBlockRows, h.total_rows - r0);
+      base::PreadFull(fd.get(), buf.data(), n * format::kStatsRowSize,
+                      stats->offset + r0 * format::kStatsRowSize, path);
+      for (uint64_t k = 0; k < n; ++k) {
+        const uint64_t count = base::LoadLE<uint32_t>(buf.data() + k * format::kStatsRowSize + 4);
+        if (!count) continue;
+        const uint64_t row = r0 + k;
+        // A row across a page boundary heats both pages.
+        for (uint64_t p = row * stride / kPage; p <= ((row + 1) * stride - 1) / kPage; ++p)
+          heat[p] += count;
+        total_heat += count;
+      }
+      reporter.Progress("rank rows", r0 + n, h.total_rows, "rows");
+    }
+    ::posix_fadvise(fd.get(), static_cast<off_t>(stats->offset), static_cast<off_t>(stats->size),
+                    POSIX_FADV_DONTNEED);  // read to rank, not to keep
+    reporter.ProgressDone("rank rows");
+  }
+  std::vector<uint32_t> order;
+  order.reserve(n_pages);
+  for (uint64_t p = 0; p < n_pages; ++p)
+    if (heat[p]) order.push_back(static_cast<uint32_t>(p));
+  const uint64_t fit = std::min<uint64_t>(order.size(), left / kPage);
+  std::partial_sort(
+      order.begin(), order.begin() + static_cast<int64_t>(fit), order.end(),
+      [&](uint32_t a, uint32_t b) { return heat[a] != heat[b] ? heat[a] > heat[b] : a < b; });
+  order.resize(fit);
+  std::sort(order.begin(), order.end());
+  uint64_t chosen_heat = 0;
+  for (uint32_t p : order) {
+    const uint64_t off = rows->offset + uint64_t{p} * kPage;
+    if (!want.empty() && want.back().first + want.back().second == off)
+      want.back().second += kPage;
+    else
+      want.emplace_back(off, kPage);
+    chosen_heat += heat[p];
+  }
+  res.row_pages = order.size();
+  // Pages hold several rows, and a row can straddle two pages: the share is of page heat.
+  uint64_t heat_sum = 0;
+  for (uint64_t x : heat) heat_sum += x;
+  res.lookup_share =
+      heat_sum ? static_cast<double>(chosen_heat) / static_cast<double>(heat_sum) : 0;
+  (void)total_heat;
+  std::sort(want.begin(), want.end());
+  // 3. Read them, in file order, with parallel readers.
+  if (threads <= 0) threads = std::max(2, omp_get_max_threads());
+  std::atomic<uint64_t> done{0};
+  std::atomic<size_t> next{0};
+  uint64_t total = 0;
+  for (const auto& w : want) total += w.second;
+  std::exception_ptr error;
+#pragma omp parallel num_threads(threads)
+  {
+    try {
+      ChunkReader reader(fd.get(), path);
+      for (size_t i = next.fetch_add(1); i < want.size(); i = next.fetch_add(1)) {
+        reader.Read(want[i].first, want[i].second);
+        const uint64_t d = done.fetch_add(want[i].second) + want[i].second;
+        if (omp_get_thread_num() == 0) reporter.Progress("prefetch", d, total, "bytes");
+      }
+    } catch (...) {
+#pragma omp critical
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  reporter.ProgressDone("prefetch");
+  res.warmed_bytes = total;
+  res.ranges = std::move(want);
+  res.seconds = sw.Seconds();
+  return res;
+}
+
+void CheckLockable(const std::string& path, uint64_t bytes) {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || ::geteuid() == 0)
+    return;  // root has CAP_IPC_LOCK
+  ENGRAM_CHECK(
+      bytes <= rl.rlim_cur, Code::kIo,
+      path << ": --lock needs " << base::FormatBytes(bytes)
+           << " locked in memory, above the memlock limit of " << base::FormatBytes(rl.rlim_cur)
+           << "; raise it with 'ulimit -l unlimited' (or LimitMEMLOCK= in a systemd unit), "
+              "lock less with --budget SIZE, or run as root");
+}
+
 uint64_t Evict(const std::string& path) {
   Probe p = OpenProbe(path);
   int r = ::posix_fadvise(p.fd.get(), 0, 0, POSIX_FADV_DONTNEED);
@@ -304,16 +440,43 @@ uint64_t Evict(const std::string& path) {
   return ResidentIn(Mincore(p.map.data(), p.len, path), 0, p.len, p.len);
 }
 
-ResidentLock::ResidentLock(const std::string& path) : map_(base::MappedFile::Open(path)) {
+ResidentLock::ResidentLock(const std::string& path)
+    : ResidentLock(path, std::vector<std::pair<uint64_t, uint64_t>>{}) {}
+
+ResidentLock::ResidentLock(const std::string& path,
+                           const std::vector<std::pair<uint64_t, uint64_t>>& ranges)
+    : map_(base::MappedFile::Open(path)), ranges_(ranges) {
   if (map_.size() == 0) return;
-  if (::mlock(map_.data(), map_.size()) != 0) {
-    int e = errno;
+  if (ranges_.empty()) ranges_.emplace_back(0, map_.size());
+  uint64_t want = 0;
+  for (const auto& r : ranges_) want += r.second;
+  size_t locked = 0;
+  int failure = 0;
+  for (; locked < ranges_.size(); ++locked) {
+    const auto [off, len] = ranges_[locked];
+    const uint64_t a = off / kPage * kPage, b = std::min<uint64_t>(map_.size(), off + len);
+    if (b <= a) continue;
+    if (::mlock(map_.data() + a, b - a) != 0) {
+      failure = errno;
+      break;
+    }
+    locked_ += len;
+  }
+  if (failure) {
+    for (size_t i = 0; i < locked; ++i) {
+      const uint64_t a = ranges_[i].first / kPage * kPage,
+                     b = std::min<uint64_t>(map_.size(), ranges_[i].first + ranges_[i].second);
+      if (b > a) ::munlock(map_.data() + a, b - a);
+    }
+    ranges_.clear();
+    locked_ = 0;
+    const int e = failure;
     struct rlimit rl {};
     ::getrlimit(RLIMIT_MEMLOCK, &rl);
     ENGRAM_THROW(
         Code::kIo,
-        path << ": cannot lock " << base::FormatBytes(map_.size())
-             << " in memory: " << std::strerror(e) << " (memlock limit "
+        path << ": cannot lock " << base::FormatBytes(want) << " in memory: " << std::strerror(e)
+             << " (memlock limit "
              << (rl.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
                                               : base::FormatBytes(rl.rlim_cur))
              << "); raise it with 'ulimit -l unlimited' (or LimitMEMLOCK= in a systemd unit), "
@@ -322,7 +485,10 @@ ResidentLock::ResidentLock(const std::string& path) : map_(base::MappedFile::Ope
 }
 
 ResidentLock::~ResidentLock() {
-  if (map_.size()) ::munlock(map_.data(), map_.size());
+  for (const auto& [off, len] : ranges_) {
+    const uint64_t a = off / kPage * kPage, b = std::min<uint64_t>(map_.size(), off + len);
+    if (b > a) ::munlock(map_.data() + a, b - a);
+  }
 }
 
 std::string Residency::ToText() const {

@@ -40,20 +40,44 @@ struct WarmResult {
 // touching only ranges not resident already. Progress counts bytes actually resident.
 WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter);
 
+// Warms at most `budget` bytes of a table, hottest first: the header and metadata, then the
+// sections every lookup reads beside its row (TAGS, and SCALES for fp8), then the pages of ROWS
+// in order of the build corpus's lookups that land on them (STATS total_count), for a table that
+// cannot be resident whole. Throws kInvalidArgument for a table without STATS.
+struct BudgetResult {
+  uint64_t budget = 0;
+  uint64_t bytes = 0;         // file size
+  uint64_t warmed_bytes = 0;  // chosen pages (resident after)
+  uint64_t always_bytes = 0;  // of which header, metadata, TAGS, SCALES
+  uint64_t row_pages = 0, row_pages_total = 0;
+  double lookup_share = 0;  // of STATS total_count on the chosen ROWS pages
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // chosen (offset, length), file order
+  double seconds = 0;
+};
+BudgetResult WarmHottest(const std::string& path, uint64_t budget, int threads,
+                         base::Reporter& reporter);
+
 // Drops the file's pages from the page cache (only pages no process maps or dirties can go).
 // Returns resident bytes after.
 uint64_t Evict(const std::string& path);
 
-// Pins the whole file in memory (mmap + mlock) for its lifetime. Throws kIo with the fix when
-// the memlock limit is too low.
+// Pins the whole file (or some ranges) in memory (mmap + mlock) for its lifetime. Throws kIo with
+// the fix when the memlock limit is too low.
+// Checks before any work that `bytes` can be locked (RLIMIT_MEMLOCK, or CAP_IPC_LOCK as root):
+// kIo naming the limit and the fix.
+void CheckLockable(const std::string& path, uint64_t bytes);
 class ResidentLock {
  public:
   explicit ResidentLock(const std::string& path);
+  // Only these (offset, length) ranges (prefetch --budget --lock).
+  ResidentLock(const std::string& path, const std::vector<std::pair<uint64_t, uint64_t>>& ranges);
   ~ResidentLock();
-  uint64_t bytes() const noexcept { return map_.size(); }
+  uint64_t bytes() const noexcept { return locked_; }
 
  private:
   base::MappedFile map_;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+  uint64_t locked_ = 0;
 };
 
 }  // namespace engram::table
