@@ -75,6 +75,7 @@ void AddAppendCommand(CLI::App& app);
 void AddFactsCommand(CLI::App& app);
 void AddSortBucketsCommand(CLI::App& app);
 void AddPrefetchCommand(CLI::App& app);
+void AddHotsetCommand(CLI::App& app);
 void AddRunCommand(CLI::App& app);
 void AddServeCommand(CLI::App& app);
 void AddExportCommand(CLI::App& app);

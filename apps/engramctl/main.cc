@@ -127,6 +127,7 @@ int main(int argc, char** argv) {
       {"facts", AddFactsCommand},
       {"sort-buckets", AddSortBucketsCommand},
       {"prefetch", AddPrefetchCommand},
+      {"hotset", AddHotsetCommand},
       {"run", AddRunCommand},
       {"serve", AddServeCommand},
       {"export", AddExportCommand},
