@@ -62,6 +62,16 @@ void AddPrefetchCommand(CLI::App& app) {
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGHUP);
     if (f->lock) pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+    // --lock: pins the ranges (all of the table when none) until a stop signal.
+    auto pin_until_stopped = [&](const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+      engram::table::ResidentLock pin(f->table, ranges);
+      rep.Log(engram::base::LogLevel::kInfo,
+              f->table + ": " + engram::base::FormatBytes(pin.bytes()) +
+                  " locked in memory; interrupt (Ctrl-C) to release");
+      int sig = 0;
+      sigwait(&stop, &sig);
+      rep.Log(engram::base::LogLevel::kInfo, f->table + ": released");
+    };
     uint64_t file_bytes;
     {
       engram::base::UniqueFd fd = engram::base::OpenFile(f->table, O_RDONLY);
@@ -90,15 +100,7 @@ void AddPrefetchCommand(CLI::App& app) {
                     engram::base::FormatBytes(r.always_bytes) + "), then the hottest " +
                     std::to_string(r.row_pages) + " of " + std::to_string(r.row_pages_total) +
                     " row pages, which the build corpus's lookups hit " + share + " of the time");
-      if (f->lock) {
-        engram::table::ResidentLock pin(f->table, r.ranges);
-        rep.Log(engram::base::LogLevel::kInfo,
-                f->table + ": " + engram::base::FormatBytes(pin.bytes()) +
-                    " locked in memory; interrupt (Ctrl-C) to release");
-        int sig = 0;
-        sigwait(&stop, &sig);
-        rep.Log(engram::base::LogLevel::kInfo, f->table + ": released");
-      }
+      if (f->lock) pin_until_stopped(r.ranges);
       return;
     }
     // Said up front: a table larger than the memory free for it cannot stay resident; warming it
@@ -124,15 +126,7 @@ void AddPrefetchCommand(CLI::App& app) {
                   ",\"seconds\":" + std::to_string(r.seconds) + "}");
     else
       rep.Log(engram::base::LogLevel::kInfo, line);
-    if (f->lock) {
-      engram::table::ResidentLock pin(f->table);
-      rep.Log(engram::base::LogLevel::kInfo,
-              f->table + ": " + engram::base::FormatBytes(pin.bytes()) +
-                  " locked in memory; interrupt (Ctrl-C) to release");
-      int sig = 0;
-      sigwait(&stop, &sig);
-      rep.Log(engram::base::LogLevel::kInfo, f->table + ": released");
-    }
+    if (f->lock) pin_until_stopped({});
   });
 }
 

@@ -136,11 +136,8 @@ Header MoveTail(Header h, int64_t delta, uint64_t end) {
 // Pages held at once (64 MiB).
 // ENGRAM_TEST_FOLD_PAGE_BATCH=N: smaller batches, so that tests cross batch boundaries.
 size_t PageBatch() {
-  static const size_t n = [] {
-    const char* e = std::getenv("ENGRAM_TEST_FOLD_PAGE_BATCH");
-    return e && std::atol(e) > 0 ? static_cast<size_t>(std::atol(e)) : size_t{16384};
-  }();
-  return n;
+  const char* e = std::getenv("ENGRAM_TEST_FOLD_PAGE_BATCH");  // read per fold: tests change it
+  return e && std::atol(e) > 0 ? static_cast<size_t>(std::atol(e)) : size_t{16384};
 }
 
 // One page (§3.6) of a row section with the fold's changes applied.
