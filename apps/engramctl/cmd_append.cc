@@ -11,6 +11,7 @@
 #include "engram/model/fit.h"
 #include "engram/table/append.h"
 #include "engram/table/entries.h"
+#include "engram/table/fold.h"
 
 namespace engramctl {
 
@@ -396,6 +397,9 @@ void AddAppendCommand(CLI::App& app) {
     ENGRAM_CHECK(!f->o.table.empty(), engram::Code::kInvalidArgument,
                  "no table given; name one or use --config");
     f->o.wait = !f->no_wait;
+    // A fold killed half way is completed before anything else: before the model module maps the
+    // table (a fit's reader would otherwise hold the lock the completion waits for).
+    if (!f->o.dry_run) engram::table::CompleteInterruptedFold(f->o.table, f->o.wait, rep);
     const bool st = f->o.entries.size() > 12 &&
                     f->o.entries.compare(f->o.entries.size() - 12, 12, ".safetensors") == 0;
     ENGRAM_CHECK(!(st && f->fit), engram::Code::kInvalidArgument,

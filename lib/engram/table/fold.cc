@@ -619,6 +619,20 @@ bool CompleteInterruptedFold(int fd, const std::string& path, bool wait, base::R
   return Resume(fd, path, reporter, omp_get_max_threads());
 }
 
+bool CompleteInterruptedFold(const std::string& path, bool wait, base::Reporter& reporter) {
+  {
+    base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
+    uint8_t rb[format::kFoldRecordSize];
+    if (base::RegularFileSize(fd.get(), path) < format::kFoldRecordOffset + format::kFoldRecordSize)
+      return false;
+    base::PreadFull(fd.get(), rb, sizeof rb, format::kFoldRecordOffset, path);
+    FoldRecord rec;
+    if (!format::DecodeFoldRecord(rb, &rec)) return false;
+  }
+  format::WriterLock lock(path, wait, "append", /*read_only=*/false, &reporter);
+  return CompleteInterruptedFold(lock.fd(), path, wait, reporter);
+}
+
 FoldResult SortBuckets(const FoldOptions& o, base::Reporter& reporter) {
   base::Stopwatch sw;
   FoldResult res;

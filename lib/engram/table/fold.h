@@ -47,5 +47,8 @@ FoldResult SortBuckets(const FoldOptions& opts, base::Reporter& reporter);
 // hold the table's writer lock and have it open read-write as `fd` (append, before it writes).
 // Takes the fold lock itself. False when there was nothing to complete.
 bool CompleteInterruptedFold(int fd, const std::string& path, bool wait, base::Reporter& reporter);
+// The same for a writer that holds nothing yet: takes the writer lock only when a fold record is
+// there (append runs it before it loads the model, which then maps the table).
+bool CompleteInterruptedFold(const std::string& path, bool wait, base::Reporter& reporter);
 
 }  // namespace engram::table
