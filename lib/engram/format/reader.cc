@@ -67,12 +67,16 @@ std::string Reader::provenance() const {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
-bool ReadFoldHeaderCopy(int fd, const std::string& path, uint64_t len, uint8_t* out) {
+bool ReadFoldRecord(int fd, const std::string& path, uint64_t len, FoldRecord* rec) {
   if (len < kFoldRecordOffset + kFoldRecordSize) return false;
   uint8_t rb[kFoldRecordSize];
   base::PreadFull(fd, rb, kFoldRecordSize, kFoldRecordOffset, path);
+  return DecodeFoldRecord(rb, rec);
+}
+
+bool ReadFoldHeaderCopy(int fd, const std::string& path, uint64_t len, uint8_t* out) {
   FoldRecord rec;
-  if (!DecodeFoldRecord(rb, &rec)) return false;
+  if (!ReadFoldRecord(fd, path, len, &rec)) return false;
   std::memset(out, 0, kHeaderSize);
   std::memcpy(out, rec.header, kFoldHeaderCopy);
   return ComputeHeaderChecksum(out) == rec.header_checksum &&

@@ -41,6 +41,8 @@ struct StatsRow {
 // kVersion naming the field.
 // A header torn while an in-place fold installed it is read from the fold record's copy (§5.8).
 Header ReadValidatedHeader(int fd, const std::string& path, uint64_t file_length);
+// The fold record (§5.8) of an open table file of `file_length` bytes; false when there is none.
+bool ReadFoldRecord(int fd, const std::string& path, uint64_t file_length, FoldRecord* rec);
 // The fold record's header copy (zero-extended to kHeaderSize) when the file holds a valid one.
 bool ReadFoldHeaderCopy(int fd, const std::string& path, uint64_t file_length, uint8_t* out);
 

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <functional>
 #include <parallel/algorithm>
 
@@ -187,8 +186,6 @@ class PagePatcher {
     keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
   }
 
-  size_t size() const noexcept { return keys_.size(); }
-
   // Calls `each` with every page, in (section, page) order. When all pages fit one batch, a later
   // call finds them in memory as the first one left them (the caller has not written them).
   void ForEach(const std::function<void(const Page&)>& each) {
@@ -252,27 +249,17 @@ class PagePatcher {
                       static_cast<off_t>((j - i) * format::kSumPage), POSIX_FADV_WILLNEED);
       i = j;
     }
-    std::exception_ptr error;
-    std::atomic<bool> failed{false};
-    for (int64_t i = 0; i < static_cast<int64_t>(pages_.size()); ++i) {
-      if (failed.load(std::memory_order_relaxed)) continue;
+    for (size_t i = 0; i < pages_.size(); ++i) {
       Page& pg = pages_[i];
       pg.section = keys_[k0 + i].first;
       pg.index = keys_[k0 + i].second;
       const SectionEntry& e = h_.sections[pg.section];
       const uint64_t page_off = pg.index * format::kSumPage;
-      pg.bytes = buffer_.data() + static_cast<uint64_t>(i) * format::kSumPage;
+      pg.bytes = buffer_.data() + i * format::kSumPage;
       pg.len = std::min<uint64_t>(format::kSumPage, e.size - page_off);
-      try {
-        base::PreadFull(fd_, pg.bytes, pg.len, e.offset + page_off, path_);
-      } catch (...) {
-        if (!error) error = std::current_exception();
-        failed = true;
-        continue;
-      }
+      base::PreadFull(fd_, pg.bytes, pg.len, e.offset + page_off, path_);
       pg.old_sum = format::PageSum(e.type, page_off, pg.bytes, pg.len);
     }
-    if (error) std::rethrow_exception(error);
   }
 
   int fd_;
@@ -361,14 +348,14 @@ std::vector<uint8_t> ReadStage(int fd, const std::string& path, const FoldRecord
   return stage;
 }
 
-// The recovery of §5.8, with the writer lock and the fold lock held. False: no fold record.
-bool Resume(int fd, const std::string& path, base::Reporter& reporter, int threads) {
-  const uint64_t len = base::RegularFileSize(fd, path);
-  if (len < format::kFoldRecordOffset + format::kFoldRecordSize) return false;
-  uint8_t rb[format::kFoldRecordSize];
-  base::PreadFull(fd, rb, sizeof rb, format::kFoldRecordOffset, path);
-  FoldRecord rec;
-  if (!format::DecodeFoldRecord(rb, &rec)) return false;
+// The fold record of the table open as fd, when an in-place fold was interrupted.
+bool PendingFold(int fd, const std::string& path, FoldRecord* rec) {
+  return format::ReadFoldRecord(fd, path, base::RegularFileSize(fd, path), rec);
+}
+
+// The recovery of §5.8 from the table's fold record, with the writer lock and the fold lock held.
+void Resume(int fd, const std::string& path, const FoldRecord& rec, base::Reporter& reporter,
+            int threads) {
   reporter.Log(base::LogLevel::kInfo, path + ": completing an interrupted fold");
   for (int round = 0; round < 3; ++round) {
     uint8_t hb[format::kHeaderSize];
@@ -398,15 +385,15 @@ bool Resume(int fd, const std::string& path, base::Reporter& reporter, int threa
       Sync(fd, path, "pages synced again");
       WriteHeader(fd, path, rec.header);
       MoveTailHome(fd, path, rec, stage);
-      return true;
+      return;
     }
     if (rec.state == 1 && stored == rec.header_checksum) {
       MoveTailHome(fd, path, rec, ReadStage(fd, path, rec));
-      return true;
+      return;
     }
     if (rec.state == 2 && (stored == rec.mid_header_checksum || stored == rec.header_checksum)) {
       MoveTailHome(fd, path, rec, {});
-      return true;
+      return;
     }
     break;
   }
@@ -562,8 +549,8 @@ void FoldInPlace(int fd, const std::string& path, const format::TableView& view,
   reporter.ProgressDone("fold");
 }
 
-void FoldRewrite(const std::string& table, const std::string& out, const format::TableView& view,
-                 int threads, FoldResult* res, base::Reporter& reporter) {
+void FoldRewrite(const std::string& out, const format::TableView& view, int threads,
+                 FoldResult* res, base::Reporter& reporter) {
   const format::JournalState& js = view.journal();
   const std::vector<uint32_t> winners = Winners(js, threads);
   res->rows = winners.size();
@@ -603,31 +590,23 @@ void FoldRewrite(const std::string& table, const std::string& out, const format:
   w.Commit(reporter);
   res->changed = true;
   reporter.ProgressDone("fold");
-  (void)table;
 }
 
 }  // namespace
 
 bool CompleteInterruptedFold(int fd, const std::string& path, bool wait, base::Reporter& reporter) {
-  uint8_t rb[format::kFoldRecordSize];
-  if (base::RegularFileSize(fd, path) < format::kFoldRecordOffset + format::kFoldRecordSize)
-    return false;
-  base::PreadFull(fd, rb, sizeof rb, format::kFoldRecordOffset, path);
   FoldRecord rec;
-  if (!format::DecodeFoldRecord(rb, &rec)) return false;
+  if (!PendingFold(fd, path, &rec)) return false;
   format::FoldWriteLock fold_lock(fd, path, wait, &reporter);
-  return Resume(fd, path, reporter, omp_get_max_threads());
+  Resume(fd, path, rec, reporter, omp_get_max_threads());
+  return true;
 }
 
 bool CompleteInterruptedFold(const std::string& path, bool wait, base::Reporter& reporter) {
   {
     base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
-    uint8_t rb[format::kFoldRecordSize];
-    if (base::RegularFileSize(fd.get(), path) < format::kFoldRecordOffset + format::kFoldRecordSize)
-      return false;
-    base::PreadFull(fd.get(), rb, sizeof rb, format::kFoldRecordOffset, path);
     FoldRecord rec;
-    if (!format::DecodeFoldRecord(rb, &rec)) return false;
+    if (!PendingFold(fd.get(), path, &rec)) return false;
   }
   format::WriterLock lock(path, wait, "append", /*read_only=*/false, &reporter);
   return CompleteInterruptedFold(lock.fd(), path, wait, reporter);
@@ -655,8 +634,11 @@ FoldResult SortBuckets(const FoldOptions& o, base::Reporter& reporter) {
     if (o.output.empty()) {
       // Only a fold that writes the table itself keeps readers out; -o leaves it as it is.
       fold_lock = std::make_unique<format::FoldWriteLock>(lock.fd(), table, o.wait, &reporter);
-      res.resumed = Resume(lock.fd(), table, reporter, threads);
-      if (res.resumed) res.changed = true;
+      FoldRecord rec;
+      if (PendingFold(lock.fd(), table, &rec)) {
+        Resume(lock.fd(), table, rec, reporter, threads);
+        res.resumed = res.changed = true;
+      }
     }
     format::ViewOptions vo;
     vo.deterministic_addressing = false;
@@ -682,7 +664,7 @@ FoldResult SortBuckets(const FoldOptions& o, base::Reporter& reporter) {
       FoldInPlace(lock.fd(), table, *view, threads, &res, reporter);
     } else {
       fold_lock.reset();  // the rename needs no readers out: they keep the file they opened
-      FoldRewrite(table, out, *view, threads, &res, reporter);
+      FoldRewrite(out, *view, threads, &res, reporter);
     }
   } catch (const base::Interrupted& e) {
     res.interrupted_by = e.signal();

@@ -340,7 +340,6 @@ BudgetResult WarmHottest(const std::string& path, uint64_t budget, int threads,
   const uint64_t n_pages = (rows->size + kPage - 1) / kPage;
   res.row_pages_total = n_pages;
   std::vector<uint64_t> heat(n_pages, 0);
-  uint64_t total_heat = 0;
   {
     // STATS is streamed (16 bytes a row): a table larger than memory is never mapped whole.
     constexpr uint64_t kBlockRows = 1 << 16;
@@ -356,7 +355,6 @@ BudgetResult WarmHottest(const std::string& path, uint64_t budget, int threads,
         // A row across a page boundary heats both pages.
         for (uint64_t p = row * stride / kPage; p <= ((row + 1) * stride - 1) / kPage; ++p)
           heat[p] += count;
-        total_heat += count;
       }
       reporter.Progress("rank rows", r0 + n, h.total_rows, "rows");
     }
@@ -389,7 +387,6 @@ BudgetResult WarmHottest(const std::string& path, uint64_t budget, int threads,
   for (uint64_t x : heat) heat_sum += x;
   res.lookup_share =
       heat_sum ? static_cast<double>(chosen_heat) / static_cast<double>(heat_sum) : 0;
-  (void)total_heat;
   std::sort(want.begin(), want.end());
   // 3. Read them, in file order, with parallel readers.
   if (threads <= 0) threads = std::max(2, omp_get_max_threads());
