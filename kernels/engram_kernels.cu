@@ -118,6 +118,27 @@ __device__ __forceinline__ float Decode(uint32_t dtype, const uint8_t* p, float 
   }
 }
 
+// Value j of a row of any dtype (dtype codes as base::DType), with the row's scales.
+__device__ __forceinline__ float DecodeAt(uint32_t dtype, uint32_t dsize, const uint8_t* row,
+                                          const uint8_t* sc, uint32_t j) {
+  switch (dtype) {
+    case 4: {  // int8: one f32 scale per row
+      const float s = __uint_as_float(static_cast<uint32_t>(sc[0]) | sc[1] << 8 | sc[2] << 16 |
+                                      static_cast<uint32_t>(sc[3]) << 24);
+      return static_cast<float>(static_cast<int8_t>(row[j])) * s;
+    }
+    case 5: {  // int4: one f16 scale per 32 values, value 2i in the low nibble of byte i
+      const uint8_t b = row[j / 2];
+      const int nib = j % 2 ? b >> 4 : b & 0x0F;
+      const uint32_t k = 2 * (j / 32);
+      return static_cast<float>(nib - 8) *
+             HalfToFloat(static_cast<uint16_t>(sc[k] | sc[k + 1] << 8));
+    }
+    default:
+      return Decode(dtype, row + j * dsize, sc ? E8M0ToFloat(sc[j / 32]) : 1.0f);
+  }
+}
+
 // One warp per row. Each lane loads 16-byte chunks of the row (wide reads matter over the bus for
 // zero-copy), decodes them, and writes f32 or bf16. row_stride must be a multiple of 16 and the
 // rows base 16-byte aligned; GatherNarrowKernel handles the rest.
@@ -159,7 +180,7 @@ __global__ void GatherNarrowKernel(const uint8_t* rows_base, const uint8_t* scal
   const uint8_t* src = rows_base + r * row_stride;
   const uint8_t* sc = scales_base ? scales_base + r * scale_stride : nullptr;
   for (uint32_t j = lane; j < row_dim; j += 32) {
-    const float v = Decode(dtype, src + j * dsize, sc ? E8M0ToFloat(sc[j / 32]) : 1.0f);
+    const float v = DecodeAt(dtype, dsize, src, sc, j);
     if (out_bf16)
       out_bf16[warp * row_dim + j] = FloatToBF16(v);
     else
@@ -379,10 +400,13 @@ void DeviceRows::Gather(const uint64_t* rows_dev, size_t n, void* out_dev, bool 
   if (n == 0) return;
   const format::Layout& l = impl_->reader->layout();
   const unsigned block = 256, grid = static_cast<unsigned>((n * 32 + block - 1) / block);
-  const uint32_t dsize = static_cast<uint32_t>(base::DTypeSize(l.dtype));
+  // Bytes a value (int4: unused, DecodeAt unpacks nibbles).
+  const uint32_t dsize = static_cast<uint32_t>(base::RowBytes(l.dtype, base::BlockSize(l.dtype)) /
+                                               base::BlockSize(l.dtype));
   auto* f32 = bf16_out ? nullptr : static_cast<float*>(out_dev);
   auto* bf16 = bf16_out ? static_cast<uint16_t*>(out_dev) : nullptr;
-  const bool wide = l.row_stride() % 16 == 0 && reinterpret_cast<uintptr_t>(impl_->rows) % 16 == 0;
+  const bool wide = !base::IsIntDType(l.dtype) && l.row_stride() % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(impl_->rows) % 16 == 0;
   if (wide)
     GatherKernel<<<grid, block>>>(impl_->rows, impl_->scales, static_cast<uint32_t>(l.dtype), dsize,
                                   l.row_dim, l.row_stride(), l.scale_stride(), rows_dev, n, f32,

@@ -47,7 +47,8 @@ void AddLayoutFlags(CLI::App* s, LayoutFlags* f) {
   f->o_base = s->add_option("--base-sizes", f->base_sizes,
                             "deepseek: prime search base per order, e.g. 646400,646400");
   f->o_row_dim = s->add_option("--row-dim", f->row_dim, "Values per row (embed_dim / n_heads)");
-  f->o_dtype = s->add_option("--dtype", f->dtype, "Row storage: f32 | bf16 | f16 | fp8-e4m3");
+  f->o_dtype =
+      s->add_option("--dtype", f->dtype, "Row storage: f32 | bf16 | f16 | fp8-e4m3 | int8 | int4");
   f->o_pad = s->add_option("--pad-id", f->pad_id,
                            "Tokenizer id of the pad token (its canonical id pads history)");
   f->o_vocab = s->add_option("--vocab-size", f->vocab,
@@ -74,7 +75,7 @@ void ApplyLayoutFlags(const LayoutFlags& f, engram::format::LayoutRequest* r) {
   if (f.o_dtype->count()) {
     auto dt = engram::base::ParseDType(f.dtype);
     ENGRAM_CHECK(dt.has_value(), engram::Code::kInvalidArgument,
-                 "--dtype " << f.dtype << ": use f32, bf16, f16 or fp8-e4m3");
+                 "--dtype " << f.dtype << ": use f32, bf16, f16, fp8-e4m3, int8 or int4");
     r->dtype = *dt;
   }
 }

@@ -106,7 +106,8 @@ TEST_CASE("GPU gathers equal table::GatherRowsF32 for every dtype and placement"
   };
   for (Case c :
        {Case{base::DType::kF32, 64}, Case{base::DType::kBF16, 128}, Case{base::DType::kF16, 36},
-        Case{base::DType::kF8E4M3, 256}, Case{base::DType::kF8E4M3, 32}}) {
+        Case{base::DType::kF8E4M3, 256}, Case{base::DType::kF8E4M3, 32}, Case{base::DType::kI8, 40},
+        Case{base::DType::kI4, 64}}) {
     CAPTURE(base::DTypeName(c.dtype));
     CAPTURE(c.row_dim);
     format::Layout l =

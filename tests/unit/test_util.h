@@ -96,7 +96,7 @@ inline void WriteTable(const std::string& path, const format::Layout& l, bool st
     }
   }
   for (uint64_t r : nan_rows) {  // a NaN in the row's last value
-    uint8_t* v = w.rows() + r * l.row_stride() + (l.row_dim - 1) * base::DTypeSize(l.dtype);
+    uint8_t* v = w.rows() + r * l.row_stride() + base::RowBytes(l.dtype, l.row_dim - 1);
     if (l.dtype == base::DType::kF32) std::memcpy(v, "\x00\x00\xC0\x7F", 4);
     if (l.dtype == base::DType::kBF16) std::memcpy(v, "\xC0\x7F", 2);
     if (l.dtype == base::DType::kF8E4M3) *v = 0x7F;

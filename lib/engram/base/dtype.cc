@@ -20,6 +20,10 @@ std::string_view DTypeName(DType t) noexcept {
       return "f16";
     case DType::kF8E4M3:
       return "fp8-e4m3";
+    case DType::kI8:
+      return "int8";
+    case DType::kI4:
+      return "int4";
   }
   return "?";
 }
@@ -31,23 +35,44 @@ std::optional<DType> ParseDType(std::string_view n) noexcept {
   if (n == "fp8-e4m3" || n == "fp8" || n == "float8_e4m3" || n == "float8_e4m3fn" || n == "e4m3" ||
       n == "f8_e4m3")
     return DType::kF8E4M3;
+  if (n == "int8" || n == "i8" || n == "q8") return DType::kI8;
+  if (n == "int4" || n == "i4" || n == "q4") return DType::kI4;
   return std::nullopt;
 }
 
-bool IsValidDType(uint32_t code) noexcept { return code <= 3; }
+bool IsValidDType(uint32_t code) noexcept { return code <= 5; }
 
-uint32_t DTypeSize(DType t) noexcept {
+uint32_t BlockSize(DType t) noexcept {
+  return t == DType::kF8E4M3 ? kFp8BlockSize : t == DType::kI4 ? kI4BlockSize : 1;
+}
+
+uint64_t RowBytes(DType t, uint64_t n) noexcept {
   switch (t) {
     case DType::kF32:
-      return 4;
+      return 4 * n;
     case DType::kBF16:
-      return 2;
     case DType::kF16:
-      return 2;
+      return 2 * n;
     case DType::kF8E4M3:
-      return 1;
+    case DType::kI8:
+      return n;
+    case DType::kI4:
+      return (n + 1) / 2;
   }
   return 0;
+}
+
+uint64_t ScaleBytes(DType t, uint64_t n) noexcept {
+  switch (t) {
+    case DType::kF8E4M3:
+      return (n + kFp8BlockSize - 1) / kFp8BlockSize;
+    case DType::kI8:
+      return 4;
+    case DType::kI4:
+      return 2 * ((n + kI4BlockSize - 1) / kI4BlockSize);
+    default:
+      return 0;
+  }
 }
 
 uint16_t FloatToBF16(float f) noexcept {
@@ -185,6 +210,38 @@ void EncodeRow(DType t, std::span<const float> in, uint8_t* out, uint8_t* scales
           out[i] = FloatToE4M3(in[i] * inv);
       }
       return;
+    case DType::kI8: {
+      float amax = 0;
+      for (float x : in) amax = std::max(amax, std::fabs(x));  // NaN never wins a max
+      amax = std::min(amax, std::numeric_limits<float>::max());
+      const float s = amax / 127.0f;
+      const float inv = s > 0 ? 1.0f / s : 0.0f;
+      std::memcpy(scales, &s, 4);
+      for (size_t i = 0; i < n; ++i) {
+        float q = std::nearbyint(std::clamp(in[i] * inv, -127.0f, 127.0f));
+        out[i] = static_cast<uint8_t>(static_cast<int8_t>(q == q ? q : 0.0f));
+      }
+      return;
+    }
+    case DType::kI4:
+      for (size_t b = 0; b * kI4BlockSize < n; ++b) {
+        const size_t lo = b * kI4BlockSize, hi = std::min(n, lo + kI4BlockSize);
+        float amax = 0;
+        for (size_t i = lo; i < hi; ++i) amax = std::max(amax, std::fabs(in[i]));
+        uint16_t h = FloatToF16(std::min(amax / 7.0f, 65504.0f));
+        if (F16ToFloat(h) < amax / 7.0f && h < 0x7BFF) ++h;  // round up: |x| / s <= 7
+        std::memcpy(scales + 2 * b, &h, 2);
+        const float s = F16ToFloat(h);
+        const float inv = s > 0 ? 1.0f / s : 0.0f;
+        for (size_t i = lo; i < hi; ++i) {
+          float q = std::nearbyint(std::clamp(in[i] * inv, -7.0f, 7.0f));
+          const uint8_t nib = static_cast<uint8_t>(static_cast<int>(q == q ? q : 0.0f) + 8);
+          uint8_t& byte = out[i / 2];
+          byte = i % 2 ? static_cast<uint8_t>((byte & 0x0F) | (nib << 4))
+                       : static_cast<uint8_t>((byte & 0xF0) | nib);
+        }
+      }
+      return;
   }
 }
 
@@ -210,6 +267,20 @@ void DecodeRow(DType t, const uint8_t* in, const uint8_t* scales, std::span<floa
       return;
     case DType::kF8E4M3:
       for (size_t i = 0; i < n; ++i) out[i] = kE4M3[in[i]] * E8M0ToFloat(scales[i / kFp8BlockSize]);
+      return;
+    case DType::kI8: {
+      float s;
+      std::memcpy(&s, scales, 4);
+      for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<int8_t>(in[i])) * s;
+      return;
+    }
+    case DType::kI4:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, scales + 2 * (i / kI4BlockSize), 2);
+        const int nib = i % 2 ? in[i / 2] >> 4 : in[i / 2] & 0x0F;
+        out[i] = static_cast<float>(nib - 8) * F16ToFloat(h);
+      }
       return;
   }
 }
@@ -253,6 +324,9 @@ bool BitsFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t n) noe
     case DType::kF8E4M3:
       return Fp8ValuesFinite(in, n) &&
              Fp8ScalesBelowF0(scales, (n + kFp8BlockSize - 1) / kFp8BlockSize);
+    case DType::kI8:
+    case DType::kI4:
+      return !scales || ScalesSafe(t, scales, ScaleBytes(t, n));
   }
   return false;
 }
@@ -267,6 +341,19 @@ bool Fp8ValuesFinite(const uint8_t* in, size_t n) noexcept {
 // No scale >= 0xF0 (bits 4..7 all set).
 bool Fp8ScalesBelowF0(const uint8_t* scales, size_t n_scales) noexcept {
   return !LanesAllOnes(scales, n_scales, 0x7070707070707070ull, 0x1010101010101010ull, true);
+}
+
+bool ScalesSafe(DType t, const uint8_t* scales, size_t bytes) noexcept {
+  switch (t) {
+    case DType::kF8E4M3:
+      return Fp8ScalesBelowF0(scales, bytes);
+    case DType::kI8:  // exponent 248..255 (2^121 and up, Inf, NaN): 127 s may overflow
+      return !LanesAllOnes(scales, bytes, 0x7C0000007C000000ull, 0x0400000004000000ull, false);
+    case DType::kI4:  // 7 x 65504 is finite: only Inf and NaN scales
+      return !LanesAllOnes(scales, bytes, 0x7C007C007C007C00ull, 0x0400040004000400ull, false);
+    default:
+      return true;
+  }
 }
 
 size_t FirstNonFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t n) noexcept {
@@ -298,6 +385,23 @@ size_t FirstNonFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t 
           return i;
       }
       return n;
+    case DType::kI8:
+    case DType::kI4: {  // an unsafe scale: decode its values
+      std::array<float, kI4BlockSize> v;
+      const size_t block = t == DType::kI8 ? n : kI4BlockSize;
+      for (size_t b = 0; b < n; b += block) {
+        const size_t len = std::min(block, n - b);
+        for (size_t i = 0; i < len; i += v.size()) {
+          const size_t m = std::min(v.size(), len - i);
+          // int8: the row's one scale; int4: this block's.
+          DecodeRow(t, in + RowBytes(t, b + i), scales + (t == DType::kI8 ? 0 : 2 * (b / block)),
+                    std::span<float>(v.data(), m));
+          for (size_t k = 0; k < m; ++k)
+            if (!std::isfinite(v[k])) return b + i + k;
+        }
+      }
+      return n;
+    }
   }
   return 0;
 }
@@ -315,6 +419,10 @@ float MaxFinite(DType t) noexcept {
       return BF16ToFloat(0x7F7F);
     case DType::kF16:
       return 65504.0f;
+    case DType::kI8:
+      return std::numeric_limits<float>::max();
+    case DType::kI4:
+      return 65504.0f * 7.0f;
   }
   return 0;
 }

@@ -58,6 +58,12 @@ void TileRows(uint8_t* base, uint64_t subtables, uint64_t src_rows, uint64_t fac
 // copied bit-exact through a bounded buffer.
 void CopyValues(const BuildOptions& o, const format::Layout& l, uint8_t* rows, uint8_t* scales,
                 base::Reporter& reporter) {
+  ENGRAM_CHECK(!base::IsIntDType(l.dtype), Code::kInvalidArgument,
+               "--values copies rows bit-exact, and "
+                   << base::DTypeName(l.dtype)
+                   << " rows need scales made from them: build the table with --dtype f32 (or "
+                      "the checkpoint's dtype), then 'engramctl quantize TABLE -o OUT --dtype "
+                   << base::DTypeName(l.dtype) << "'");
   auto ckpt = format::Checkpoint::Open(o.values_path);
   const bool per_layer = o.values_tensor.find("{layer}") != std::string::npos;
   const bool fp8 = l.dtype == base::DType::kF8E4M3;

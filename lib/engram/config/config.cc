@@ -326,9 +326,9 @@ class Loader {
               "must be >= 0 (0 means no limit beyond available memory)");
     Bool("engram.deterministic_addressing", &c.engram.deterministic_addressing);
     Str("engram.lookup_dtype", &c.engram.lookup_dtype);
-    OneOf(
-        "engram.lookup_dtype", c.engram.lookup_dtype,
-        {"float32", "f32", "bfloat16", "bf16", "float16", "f16", "float8_e4m3", "fp8-e4m3", "fp8"});
+    OneOf("engram.lookup_dtype", c.engram.lookup_dtype,
+          {"float32", "f32", "bfloat16", "bf16", "float16", "f16", "float8_e4m3", "fp8-e4m3", "fp8",
+           "int8", "int4"});
     if (auto it = nodes_.find("engram.layer_ids"); it != nodes_.end()) {
       c.engram.layer_ids.clear();
       std::set<int64_t> seen;
@@ -468,15 +468,6 @@ std::vector<std::string> LayoutProblems(const Config& c) {
     out.push_back(where("engram.embed_dim") + " = " + std::to_string(e.embed_dim) +
                   " is not divisible by engram.n_heads = " + std::to_string(e.n_heads) +
                   "; each head holds embed_dim / n_heads values, so choose a multiple of n_heads");
-  } else {
-    uint32_t row = e.embed_dim / e.n_heads;
-    bool fp8 =
-        e.lookup_dtype == "float8_e4m3" || e.lookup_dtype == "fp8-e4m3" || e.lookup_dtype == "fp8";
-    if (fp8 && row % 32 != 0)
-      out.push_back(where("engram.lookup_dtype") + " = \"" + e.lookup_dtype +
-                    "\" needs rows of a multiple of 32 values "
-                    "(one e8m0 scale per 32), but embed_dim / n_heads = " +
-                    std::to_string(row) + "; raise embed_dim or lower n_heads");
   }
   if (e.pad_id < -1) out.push_back(where("engram.pad_id") + " must be >= 0");
   return out;

@@ -14,8 +14,9 @@ namespace engram::format {
 // §2.1
 inline constexpr std::array<uint8_t, 8> kMagic = {0x89, 'E', 'N', 'G', 'R', 'A', 'M', '\n'};
 inline constexpr uint16_t kVersionMajor = 3;
-// 3.1: commit slots (§5.6); 3.2: the fact ledger; 3.3: paged chunk sums and the in-place fold
-inline constexpr uint16_t kVersionMinor = 3;
+// 3.1: commit slots (§5.6); 3.2: the fact ledger; 3.3: paged chunk sums and the in-place fold;
+// 3.4: int8 and int4 rows (§4)
+inline constexpr uint16_t kVersionMinor = 4;
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kSectionAlign = 64;   // required by readers
 inline constexpr uint32_t kWriterAlign = 4096;  // used by writers (page-aligned row data)
@@ -62,10 +63,13 @@ inline constexpr size_t kReservedB = kSectionTable + kMaxSections * kSectionEntr
 }  // namespace off
 
 // Required flag bits (§2.1): v3.2 tables may hold the fact ledger (FACTS, fact records); v3.3
-// tables checksum their chunks by pages (§3.6), which lets a fold update them in place (§5.8).
+// tables checksum their chunks by pages (§3.6), which lets a fold update them in place (§5.8);
+// v3.4 tables set bit 2 exactly when their rows need a 3.4 reader (§4): int8 or int4 rows, or
+// fp8 rows whose width is not a multiple of 32 (a short last scale block).
 inline constexpr uint64_t kReqLedger = 1ull << 0;
 inline constexpr uint64_t kReqPagedSums = 1ull << 1;
-inline constexpr uint64_t kKnownRequiredFlags = kReqLedger | kReqPagedSums;
+inline constexpr uint64_t kReqV34Rows = 1ull << 2;
+inline constexpr uint64_t kKnownRequiredFlags = kReqLedger | kReqPagedSums | kReqV34Rows;
 // Optional flag bits (§2.1).
 inline constexpr uint64_t kOptHasStats = 1ull << 0;
 inline constexpr uint64_t kOptSketchOwners = 1ull << 1;

@@ -24,10 +24,6 @@ Layout MakeLayout(hash::AddressSpec spec, uint32_t row_dim, base::DType dtype,
   ENGRAM_CHECK(row_dim >= 1 && row_dim <= kMaxRowDim, Code::kInvalidArgument,
                "row width = " << row_dim << " values: must be in 1.." << kMaxRowDim
                               << " (row width = embed_dim / n_heads)");
-  ENGRAM_CHECK(
-      dtype != base::DType::kF8E4M3 || row_dim % base::kFp8BlockSize == 0, Code::kInvalidArgument,
-      "fp8-e4m3 rows need a width that is a multiple of 32 (one scale per 32 values); row width is "
-          << row_dim);
   Layout l;
   l.spec = std::move(spec);
   l.row_dim = row_dim;
@@ -43,7 +39,7 @@ Layout MakeLayout(hash::AddressSpec spec, uint32_t row_dim, base::DType dtype,
     ENGRAM_CHECK(next.has_value(), Code::kInvalidArgument, "table rows overflow 64 bits");
     total = *next;
   }
-  auto bytes = base::CheckedMul(total, l.row_dim * base::DTypeSize(dtype));
+  auto bytes = base::CheckedMul(total, base::RowBytes(dtype, l.row_dim));
   ENGRAM_CHECK(bytes.has_value() && *bytes < (uint64_t{1} << 56), Code::kInvalidArgument,
                "table of " << total << " rows x " << row_dim << " values is too large");
   l.total_rows = total;

@@ -21,9 +21,17 @@ struct Layout {
   std::vector<uint32_t> canon_map;     // tokenizer id -> canonical id; empty = identity
   uint64_t tokenizer_fingerprint = 0;  // 0 = built without a tokenizer
 
-  uint32_t row_stride() const noexcept { return row_dim * base::DTypeSize(dtype); }
+  uint32_t row_stride() const noexcept {
+    return static_cast<uint32_t>(base::RowBytes(dtype, row_dim));
+  }
   uint32_t scale_stride() const noexcept {
-    return dtype == base::DType::kF8E4M3 ? row_dim / base::kFp8BlockSize : 0;
+    return static_cast<uint32_t>(base::ScaleBytes(dtype, row_dim));
+  }
+  // Whether the rows need a 3.4 reader (format.h kReqV34Rows): int8/int4 rows, or fp8 rows whose
+  // last scale block is short.
+  bool needs_v34_rows() const noexcept {
+    return base::IsIntDType(dtype) ||
+           (dtype == base::DType::kF8E4M3 && row_dim % base::kFp8BlockSize != 0);
   }
   uint64_t rows_bytes() const noexcept { return total_rows * row_stride(); }
   uint64_t RowOf(size_t sub, uint64_t bucket) const noexcept { return row_offsets[sub] + bucket; }

@@ -197,14 +197,18 @@ Header ReadValidatedHeader(int fd, const std::string& path, uint64_t len) {
   const auto dt = static_cast<base::DType>(h.dtype);
   ENGRAM_CHECK(h.row_dim >= 1 && h.row_dim <= kMaxRowDim, Code::kCorrupt,
                path << ": header.row_dim = " << h.row_dim << " outside 1.." << kMaxRowDim);
+  {
+    Layout probe;
+    probe.dtype = dt;
+    probe.row_dim = h.row_dim;
+    ENGRAM_CHECK(probe.needs_v34_rows() == ((h.required_flags & kReqV34Rows) != 0), Code::kCorrupt,
+                 path << ": header.dtype = " << base::DTypeName(dt) << " with row_dim = "
+                      << h.row_dim << " and required flag bit 2 (3.4 row encodings) disagree");
+  }
   ENGRAM_CHECK(
-      dt != base::DType::kF8E4M3 || h.row_dim % base::kFp8BlockSize == 0, Code::kCorrupt,
-      path << ": header.row_dim = " << h.row_dim << " is not a multiple of 32 for fp8 rows");
-  ENGRAM_CHECK(
-      h.row_stride == h.row_dim * base::DTypeSize(dt), Code::kCorrupt,
+      h.row_stride == base::RowBytes(dt, h.row_dim), Code::kCorrupt,
       path << ": header.row_stride = " << h.row_stride << " does not match row_dim x dtype size");
-  ENGRAM_CHECK(h.scale_stride == (dt == base::DType::kF8E4M3 ? h.row_dim / base::kFp8BlockSize : 0),
-               Code::kCorrupt,
+  ENGRAM_CHECK(h.scale_stride == base::ScaleBytes(dt, h.row_dim), Code::kCorrupt,
                path << ": header.scale_stride = " << h.scale_stride << " does not match the dtype");
   ENGRAM_CHECK(h.canonical_vocab >= 1 && h.pad_id < h.canonical_vocab, Code::kCorrupt,
                path << ": header.pad_id = " << h.pad_id

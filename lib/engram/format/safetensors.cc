@@ -291,6 +291,10 @@ StDType StDTypeOf(base::DType t) noexcept {
       return StDType::kF16;
     case base::DType::kF8E4M3:
       return StDType::kF8E4M3;
+    case base::DType::kI8:
+      return StDType::kI8;
+    case base::DType::kI4:
+      return StDType::kU8;  // two values a byte
   }
   return StDType::kF32;
 }

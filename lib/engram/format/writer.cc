@@ -171,7 +171,7 @@ void TableWriter::Commit(base::Reporter& reporter) {
   h.file_size = file_size;
   // v3.2: the ledger may grow in the journal (§5.7); v3.3: chunks are checksummed by pages, so
   // that sort-buckets can fold in place (§5.8).
-  h.required_flags = kReqLedger | kReqPagedSums;
+  h.required_flags = kReqLedger | kReqPagedSums | (l.needs_v34_rows() ? kReqV34Rows : 0);
   h.optional_flags = (opts_.with_stats ? kOptHasStats : 0) |
                      (opts_.sketch_owners ? kOptSketchOwners : 0) | kOptCommitSlots;
   h.chunk_log2 = opts_.chunk_log2;

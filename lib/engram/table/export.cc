@@ -34,11 +34,19 @@ ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
   auto view = format::TableView::Open(o.table, vo);
   const format::Layout& l = view->layout();
   const bool per_layer = o.tensor.find("{layer}") != std::string::npos;
-  const bool fp8 = l.scale_stride() > 0;
+  const bool fp8 = l.scale_stride() > 0;  // any scaled dtype: fp8-e4m3, int8, int4
   ENGRAM_CHECK(fp8 || !o.scale_tensor_given, Code::kInvalidArgument,
                "--scale-tensor: " << o.table << " stores " << base::DTypeName(l.dtype)
-                                  << " rows, which have no scales (only fp8-e4m3 tables do); "
-                                     "drop the flag");
+                                  << " rows, which have no scales (only fp8-e4m3, int8 and int4 "
+                                     "tables do); drop the flag");
+  // The tensors' dtypes and widths: values as stored (int4: two a byte, U8), and the scales:
+  // e8m0 bytes (fp8), one f32 a row (int8), one f16 a block (int4).
+  const format::StDType value_dt = format::StDTypeOf(l.dtype);
+  const format::StDType scale_dt = l.dtype == base::DType::kI8   ? format::StDType::kF32
+                                   : l.dtype == base::DType::kI4 ? format::StDType::kF16
+                                                                 : format::StDType::kF8E8M0;
+  const uint64_t value_cols = l.row_stride() / format::StDTypeSize(value_dt),
+                 scale_cols = l.scale_stride() / format::StDTypeSize(scale_dt);
   std::vector<Piece> pieces;
   for (size_t li = 0; li < (per_layer ? l.spec.n_layers() : 1); ++li) {
     uint64_t first = per_layer ? l.row_offsets[li * l.spec.per_layer()] : 0;
@@ -97,9 +105,8 @@ ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
     std::vector<format::SafetensorsWriter::Spec> specs;
     for (size_t i : files[fi]) {
       const Piece& p = pieces[i];
-      specs.push_back({p.name,
-                       p.scales ? format::StDType::kF8E8M0 : format::StDTypeOf(l.dtype),
-                       {p.rows, p.scales ? l.scale_stride() : l.row_dim}});
+      specs.push_back(
+          {p.name, p.scales ? scale_dt : value_dt, {p.rows, p.scales ? scale_cols : value_cols}});
       index += std::string(first_entry ? "" : ",") + base::JsonString(p.name) + ":" +
                base::JsonString(name);
       first_entry = false;

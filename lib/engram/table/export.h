@@ -14,7 +14,7 @@ struct ExportOptions {
   std::string table;
   std::string output;                          // a .safetensors file, or a directory when sharded
   std::string tensor = "engram.table.weight";  // "{layer}" = one tensor per Engram layer
-  std::string scale_tensor = "engram.table.scale";  // fp8 tables only
+  std::string scale_tensor = "engram.table.scale";  // fp8-e4m3, int8 and int4 tables only
   bool scale_tensor_given = false;  // --scale-tensor was given: refused for a table without scales
   uint64_t max_shard_bytes = 0;     // > 0: shard files of at most this size + index
 };

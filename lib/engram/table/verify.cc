@@ -141,10 +141,13 @@ void CheckChunks(const format::Header& h, int fd, const uint8_t* data, const std
   std::vector<StatsCheck> stats_jobs(jobs.size());
   // Per job, the rows [first, end) it checked for finiteness, with end = 0 when all are finite.
   std::vector<std::pair<uint64_t, uint64_t>> row_jobs(jobs.size(), {0, 0});
-  // fp8: rows are checked by their value bytes in ROWS, and by their block scales apart, as SCALES
-  // is hashed (reading the scales through the mapping beside each piece of rows faulted their
-  // pages in: fp8 verify took ~15% longer). Per job, the rows whose scales are 0xF0 or more.
-  const bool fp8 = rows_check.layout && rows_check.layout->dtype == base::DType::kF8E4M3;
+  // Scaled dtypes (fp8, int8, int4): rows are checked by their value bytes in ROWS, and by their
+  // scales apart, as SCALES is hashed (reading the scales through the mapping beside each piece of
+  // rows faulted their pages in: fp8 verify took ~15% longer). Per job, the rows with a scale that
+  // could make a value non-finite (base::ScalesSafe); FirstNonFinite decides for them.
+  const base::DType dtype = rows_check.layout ? rows_check.layout->dtype : base::DType::kF32;
+  const bool fp8 = rows_check.layout && dtype == base::DType::kF8E4M3;
+  const bool scaled = rows_check.layout && rows_check.layout->scale_stride() > 0;
   std::vector<std::pair<uint64_t, uint64_t>> scale_jobs(jobs.size(), {0, 0});
   std::atomic<uint64_t> done_bytes{0};
   uint64_t total_bytes = 0;
@@ -182,10 +185,13 @@ void CheckChunks(const format::Header& h, int fd, const uint8_t* data, const std
       bool finite = true;
       auto check = [&](const uint8_t* rows, uint64_t count) {
         finite = fp8 ? base::Fp8ValuesFinite(rows, count * l->row_dim)
+                 : base::IsIntDType(l->dtype)
+                     ? true  // integers: only their scales can be bad
                      : base::AllFinite(l->dtype, rows, nullptr, count * l->row_dim);
         next_row += count;
       };
-      const bool scales_sec = fp8 && e.type == static_cast<uint32_t>(format::SectionType::kScales);
+      const bool scales_sec =
+          scaled && e.type == static_cast<uint32_t>(format::SectionType::kScales);
       carry.clear();
       sum.Reset();
       uint64_t paged_sum = 0;
@@ -211,7 +217,7 @@ void CheckChunks(const format::Header& h, int fd, const uint8_t* data, const std
         if (stats_sec)  // 16-byte rows: pieces and chunks hold whole rows
           CountBadStats(buf.get() - lo, lo / format::kStatsRowSize,
                         (lo + n) / format::kStatsRowSize, &stats_jobs[k]);
-        if (scales_sec && !base::Fp8ScalesBelowF0(buf.get(), n)) {
+        if (scales_sec && !base::ScalesSafe(dtype, buf.get(), n)) {
           const uint64_t ss = rows_check.layout->scale_stride();
           const uint64_t r0 = lo / ss,
                          r1 = std::min(rows_check.layout->total_rows, (lo + n + ss - 1) / ss);

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "engram/base/checked.h"
@@ -72,11 +74,110 @@ TEST_CASE("fp8 e4m3fn: every code round-trips, saturation, e8m0 scales") {
 }
 
 TEST_CASE("dtype names parse both ways") {
-  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3})
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3, DType::kI8, DType::kI4})
     CHECK(ParseDType(DTypeName(t)) == t);
   CHECK(ParseDType("bfloat16") == DType::kBF16);
   CHECK(ParseDType("float8_e4m3fn") == DType::kF8E4M3);
-  CHECK(!ParseDType("int8").has_value());
+  CHECK(ParseDType("q8") == DType::kI8);
+  CHECK(!ParseDType("int2").has_value());
+  CHECK(!IsValidDType(6));
+}
+
+TEST_CASE("row and scale sizes of every dtype, short last blocks included") {
+  CHECK(RowBytes(DType::kF32, 16) == 64);
+  CHECK(RowBytes(DType::kI4, 16) == 8);
+  CHECK(RowBytes(DType::kI4, 17) == 9);
+  CHECK(ScaleBytes(DType::kF8E4M3, 16) == 1);
+  CHECK(ScaleBytes(DType::kF8E4M3, 256) == 8);
+  CHECK(ScaleBytes(DType::kF8E4M3, 48) == 2);
+  CHECK(ScaleBytes(DType::kI8, 256) == 4);
+  CHECK(ScaleBytes(DType::kI4, 256) == 16);
+  CHECK(ScaleBytes(DType::kI4, 16) == 2);
+  CHECK(ScaleBytes(DType::kBF16, 256) == 0);
+}
+
+TEST_CASE("round trips: f32 -> bf16 -> f32 is bf16 rounding; int8 and int4 within s/2") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (size_t n : {1u, 16u, 31u, 32u, 33u, 64u, 256u, 257u}) {
+    CAPTURE(n);
+    for (int trial = 0; trial < 50; ++trial) {
+      std::vector<float> x(n);
+      const float mag = std::ldexp(1.0f, trial % 30 - 15);
+      for (auto& v : x) v = nd(rng) * mag;
+      if (trial % 7 == 0) x[0] = 0;  // zeros, and an all-zero row below
+      if (trial == 1) std::fill(x.begin(), x.end(), 0.0f);
+      std::vector<float> back(n);
+      // bf16 and f16: the decoded row is exactly the rounding of each value.
+      for (DType t : {DType::kBF16, DType::kF16}) {
+        std::vector<uint8_t> b(RowBytes(t, n));
+        EncodeRow(t, x, b.data(), nullptr);
+        DecodeRow(t, b.data(), nullptr, back);
+        for (size_t i = 0; i < n; ++i)
+          CHECK(back[i] == (t == DType::kBF16 ? BF16ToFloat(FloatToBF16(x[i]))
+                                              : F16ToFloat(FloatToF16(x[i]))));
+      }
+      // int8: |error| <= s/2 with s = max|x| / 127 (a float rounding's slack).
+      {
+        std::vector<uint8_t> b(RowBytes(DType::kI8, n)), s(ScaleBytes(DType::kI8, n));
+        EncodeRow(DType::kI8, x, b.data(), s.data());
+        DecodeRow(DType::kI8, b.data(), s.data(), back);
+        float amax = 0;
+        for (float v : x) amax = std::max(amax, std::fabs(v));
+        const float half = amax / 127.0f / 2.0f;
+        for (size_t i = 0; i < n; ++i) CHECK(std::fabs(back[i] - x[i]) <= half * 1.0001f);
+        CHECK(FirstNonFinite(DType::kI8, b.data(), s.data(), n) == n);
+      }
+      // int4: per block of 32, |error| <= s/2 with s its f16 scale, s >= max|x| / 7 and s at
+      // most one f16 step above it.
+      {
+        std::vector<uint8_t> b(RowBytes(DType::kI4, n)), s(ScaleBytes(DType::kI4, n));
+        EncodeRow(DType::kI4, x, b.data(), s.data());
+        DecodeRow(DType::kI4, b.data(), s.data(), back);
+        for (size_t b0 = 0; b0 < n; b0 += kI4BlockSize) {
+          uint16_t h;
+          std::memcpy(&h, s.data() + 2 * (b0 / kI4BlockSize), 2);
+          const float sc = F16ToFloat(h);
+          float amax = 0;
+          for (size_t i = b0; i < std::min(n, b0 + kI4BlockSize); ++i)
+            amax = std::max(amax, std::fabs(x[i]));
+          CHECK(sc * 7.0f >= amax);
+          CHECK(sc <= amax / 7.0f * (1.0f + 1.0f / 512) + 6e-8f);  // 2^-24: f16's subnormal step
+          for (size_t i = b0; i < std::min(n, b0 + kI4BlockSize); ++i)
+            CHECK(std::fabs(back[i] - x[i]) <= sc / 2 * 1.0001f);
+        }
+      }
+    }
+  }
+  // int8 stores exactly what its grid holds: q x s.
+  std::vector<float> x = {127.0f, -63.0f, 1.0f, 0.0f};
+  std::vector<uint8_t> b(4), s(4);
+  EncodeRow(DType::kI8, x, b.data(), s.data());
+  std::vector<float> back(4);
+  DecodeRow(DType::kI8, b.data(), s.data(), back);
+  CHECK(back == x);
+}
+
+TEST_CASE("int8 and int4: a bad scale is found, values never are") {
+  std::vector<float> x(64, 0.5f);
+  std::vector<uint8_t> b8(64), s8(4), b4(32), s4(4);
+  EncodeRow(DType::kI8, x, b8.data(), s8.data());
+  EncodeRow(DType::kI4, x, b4.data(), s4.data());
+  CHECK(AllFinite(DType::kI8, b8.data(), s8.data(), 64));
+  CHECK(AllFinite(DType::kI4, b4.data(), s4.data(), 64));
+  CHECK(AllFinite(DType::kI8, b8.data(), nullptr, 64));  // values alone
+  const float inf = std::numeric_limits<float>::infinity();
+  std::memcpy(s8.data(), &inf, 4);
+  CHECK(FirstNonFinite(DType::kI8, b8.data(), s8.data(), 64) == 0);
+  CHECK(!ScalesSafe(DType::kI8, s8.data(), 4));
+  const float huge = 1e38f;  // finite, but 127 x it is not; only values of magnitude > 2 overflow
+  std::memcpy(s8.data(), &huge, 4);
+  CHECK(!ScalesSafe(DType::kI8, s8.data(), 4));
+  CHECK(FirstNonFinite(DType::kI8, b8.data(), s8.data(), 64) == 0);  // every q is 127
+  const uint16_t nan16 = 0x7E00;
+  std::memcpy(s4.data() + 2, &nan16, 2);  // the second block's scale
+  CHECK(FirstNonFinite(DType::kI4, b4.data(), s4.data(), 64) == 32);
+  CHECK(!ScalesSafe(DType::kI4, s4.data(), 4));
 }
 
 TEST_CASE("FirstNonFinite finds every Inf and NaN, at every index and tail length") {

@@ -114,7 +114,7 @@ TEST_CASE("types, ranges and enumerations are validated with file:line") {
   CHECK(e.find("c.toml:2: engram.ngram_order: must be an integer") != std::string::npos);
   e = ErrorOf("[engram]\nngram_order = 12\n");
   CHECK(e.find("c.toml:2: engram.ngram_order: = 12 is out of range") != std::string::npos);
-  e = ErrorOf("[engram]\nlookup_dtype = \"int4\"\n");
+  e = ErrorOf("[engram]\nlookup_dtype = \"int2\"\n");
   CHECK(e.find("is not one of") != std::string::npos);
   e = ErrorOf("[inference]\ngpu_memory_utilization = 1.5\n");
   CHECK(e.find("must be in (0, 1]") != std::string::npos);

@@ -1,6 +1,7 @@
 // The v3 file (engram::format): write/read round trips for every dtype, Open's validation order
 // and its errors, version handling, and the safetensors reader against hostile headers.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 
 #include <cmath>
 #include <cstring>
@@ -32,9 +33,11 @@ using engram::testing::WriteTable;
 
 TEST_CASE("round trip for every dtype and both addressing modes") {
   TempDir dir;
-  for (auto dt : {base::DType::kF32, base::DType::kBF16, base::DType::kF16, base::DType::kF8E4M3}) {
+  for (auto dt : {base::DType::kF32, base::DType::kBF16, base::DType::kF16, base::DType::kF8E4M3,
+                  base::DType::kI8, base::DType::kI4}) {
     for (auto mode : {hash::AddressingMode::kNative, hash::AddressingMode::kDeepSeek}) {
       Layout l = engram::testing::SmallLayout(dt, mode, 6, 64, {1, 3}, 3, 2);
+      CAPTURE(base::DTypeName(dt));
       std::string p = dir / "t.engram";
       WriteTable(p, l);
       auto r = Reader::Open(p);
@@ -65,7 +68,45 @@ TEST_CASE("round trip for every dtype and both addressing modes") {
       VerifyReport rep = Verify(p, {}, base::Silent());
       CHECK(rep.ok());
       CHECK(rep.chunks_checked > 0);
+      // Required flag bit 2 marks exactly the rows a reader before 3.4 cannot read.
+      CHECK(((r->header().required_flags & kReqV34Rows) != 0) == base::IsIntDType(dt));
     }
+  }
+  // fp8 rows of 16 values: one short scale block, which also needs a 3.4 reader.
+  Layout l = engram::testing::SmallLayout(base::DType::kF8E4M3, hash::AddressingMode::kNative, 6,
+                                          16, {1}, 2, 1);
+  CHECK(l.scale_stride() == 1);
+  std::string p = dir / "short.engram";
+  WriteTable(p, l);
+  CHECK((Reader::Open(p)->header().required_flags & kReqV34Rows) != 0);
+  CHECK(Verify(p, {}, base::Silent()).ok());
+}
+
+TEST_CASE("int8 and int4 tables: a damaged scale is a non-finite row to verify") {
+  TempDir dir;
+  for (auto dt : {base::DType::kI8, base::DType::kI4}) {
+    Layout l = engram::testing::SmallLayout(dt, hash::AddressingMode::kNative, 6, 64, {1}, 2, 1);
+    std::string p = dir / "t.engram";
+    WriteTable(p, l);
+    auto r = Reader::Open(p);
+    const SectionEntry* sc = r->FindSection(SectionType::kScales);
+    REQUIRE(sc);
+    const uint64_t at = sc->offset + 5 * l.scale_stride();
+    r.reset();
+    {
+      base::UniqueFd fd = base::OpenFile(p, O_RDWR);
+      const uint8_t nan32[4] = {0, 0, 0xC0, 0x7F}, nan16[2] = {0x00, 0x7E};
+      if (dt == base::DType::kI8)
+        base::PwriteFull(fd.get(), nan32, 4, at, p);
+      else
+        base::PwriteFull(fd.get(), nan16, 2, at, p);
+    }
+    VerifyReport rep = Verify(p, {}, base::Silent());
+    bool named = false;
+    for (const auto& prob : rep.problems)
+      named |= prob.message.find("non-finite") != std::string::npos &&
+               prob.message.find("first: row 5 ") != std::string::npos;
+    CHECK(named);
   }
 }
 
@@ -100,7 +141,7 @@ TEST_CASE("Open checks in spec order, each with its own error") {
     std::function<void(Header&)> f;
   };
   std::vector<Case> cases = {
-      {"required_flags has unknown bits", [](Header& h) { h.required_flags = 4; }},
+      {"required_flags has unknown bits", [](Header& h) { h.required_flags = 8; }},
       {"header.n_sections = 0", [](Header& h) { h.n_sections = 0; }},
       {"header.chunk_log2", [](Header& h) { h.chunk_log2 = 40; }},
       {"header.file_size", [](Header& h) { h.file_size = 100; }},
