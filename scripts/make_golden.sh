@@ -6,7 +6,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 E=$(realpath "${1:-$root/build/bin/engramctl}")
-out="$root/tests/golden/v3.2"  # the current format version (v3: 3.0 files, v3.1: 3.1 files)
+out="$root/tests/golden/v3.4"  # the current format version (v3: 3.0 files, v3.1: 3.1 files, ...)
 assets="${ENGRAM_ASSETS:-$root/build/assets}"
 mkdir -p "$out"
 cd "$out"
@@ -55,6 +55,13 @@ $E -q append --config "$model/c.toml" --entries "$model/a.jsonl" -t 1 >/dev/null
 $E -q sort-buckets ledger_f32.engram
 $E -q append --config "$model/c.toml" --entries "$model/b.jsonl" -t 1 >/dev/null
 $E facts ledger_f32.engram --json > ledger_f32.facts.json
+# 3.4: the row encodings it added (§4): int8, int4, and fp8 rows of 16 values (one short scale
+# block); the int8 table takes native_f32's journal in. 3.4 changed nothing else, so the other
+# tables stay as v3.3 recorded them.
+$E -q quantize native_f32.engram -o native_int8.engram --dtype int8
+$E -q quantize native_f32.engram -o native_int4.engram --dtype int4
+$E -q quantize canon_bf16.engram -o canon_fp8.engram --dtype fp8-e4m3
+rm -f native_f32.* deepseek_fp8.* canon_bf16.* nostats_f16.* ledger_f32.* corpus.u32 corpus.txt
 for t in *.engram; do
   $E inspect "$t" --stats --json > "${t%.engram}.inspect.json"
 done

@@ -17,6 +17,7 @@
 
 #include "engram/base/file.h"
 #include "engram/base/units.h"
+#include "engram/tokenizer/tokenizer.h"
 
 namespace engramctl {
 
@@ -87,6 +88,59 @@ void PrintStdout(const std::string& s) {
   std::fwrite(s.data(), 1, s.size(), stdout);
   if (s.empty() || s.back() != '\n') std::fputc('\n', stdout);
   std::fflush(stdout);
+}
+
+// Documents of canonical ids: a u32 token file (0xFFFFFFFF between documents) or text, one
+// document per line.
+std::vector<std::vector<uint32_t>> ReadDocuments(const std::string& tokens,
+                                                 const std::string& corpus,
+                                                 const engram::format::Layout& l,
+                                                 const std::string& tokenizer_path,
+                                                 uint64_t max_tokens) {
+  std::vector<std::vector<uint32_t>> docs(1);
+  uint64_t n = 0;
+  if (!tokens.empty()) {
+    const std::string bytes = engram::base::ReadFileToString(tokens, 16ull << 30);
+    ENGRAM_CHECK(bytes.size() % 4 == 0, engram::Code::kInvalidArgument,
+                 tokens << ": " << bytes.size() << " bytes, not a whole number of u32 ids");
+    for (size_t i = 0; i + 4 <= bytes.size() && n < max_tokens; i += 4) {
+      uint32_t id;
+      std::memcpy(&id, bytes.data() + i, 4);
+      if (id == 0xFFFFFFFFu) {
+        if (!docs.back().empty()) docs.emplace_back();
+        continue;
+      }
+      ENGRAM_CHECK(id < l.spec.canonical_vocab, engram::Code::kInvalidArgument,
+                   tokens << ": id " << id << " at position " << i / 4
+                          << " is outside the canonical vocabulary of " << l.spec.canonical_vocab
+                          << " ids");
+      docs.back().push_back(id);
+      ++n;
+    }
+    return docs;
+  }
+  ENGRAM_CHECK(!tokenizer_path.empty(), engram::Code::kInvalidArgument,
+               "--corpus is text: name its tokenizer (--tokenizer, or --config with a model)");
+  auto tok = engram::tokenizer::Tokenizer::Load(tokenizer_path);
+  engram::base::ForEachLine(corpus, 64u << 20, [&](size_t, std::string_view line, bool too_long) {
+    ENGRAM_CHECK(!too_long, engram::Code::kInvalidArgument,
+                 corpus << ": a line longer than 64 MiB; one document per line");
+    if (n >= max_tokens) return;
+    std::vector<uint32_t> ids = tok->Encode(line);
+    if (ids.empty()) return;
+    std::vector<uint32_t> doc;
+    for (uint32_t id : ids) {
+      uint32_t c;
+      ENGRAM_CHECK(l.Canonical(id, &c), engram::Code::kInvalidArgument,
+                   "token id " << id << " of " << corpus
+                               << " is outside the table's canonical map; is it the table's "
+                                  "tokenizer?");
+      doc.push_back(c);
+    }
+    n += doc.size();
+    docs.push_back(std::move(doc));
+  });
+  return docs;
 }
 
 }  // namespace engramctl

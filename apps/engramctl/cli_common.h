@@ -59,6 +59,15 @@ void ResolveTable(std::string* table, const std::string& config_path, engram::ba
 // The tokenizer a config names: [model] tokenizer, else <[model] path>/tokenizer.json, else "".
 std::string TokenizerFromConfig(const engram::config::Config& c);
 
+// Documents of canonical ids for a table's layout: a u32 token file `tokens` (0xFFFFFFFF between
+// documents) or the text file `corpus`, one document per line, read with the tokenizer at
+// tokenizer_path; at most max_tokens ids.
+std::vector<std::vector<uint32_t>> ReadDocuments(const std::string& tokens,
+                                                 const std::string& corpus,
+                                                 const engram::format::Layout& l,
+                                                 const std::string& tokenizer_path,
+                                                 uint64_t max_tokens);
+
 // Writes s (plus a newline) to stdout.
 void PrintStdout(const std::string& s);
 // argv joined for provenance.
@@ -76,6 +85,7 @@ void AddFactsCommand(CLI::App& app);
 void AddSortBucketsCommand(CLI::App& app);
 void AddPrefetchCommand(CLI::App& app);
 void AddHotsetCommand(CLI::App& app);
+void AddQuantizeCommand(CLI::App& app);
 void AddRunCommand(CLI::App& app);
 void AddServeCommand(CLI::App& app);
 void AddExportCommand(CLI::App& app);

@@ -14,24 +14,6 @@ namespace engramctl {
 
 namespace {
 
-// Passes on warnings and progress only: verify's report is its problems and notes, not the model
-// loader's "[engram] ..." lines (those are run's and serve's).
-class WarningsOnly final : public engram::base::Reporter {
- public:
-  explicit WarningsOnly(engram::base::Reporter& to) : to_(to) {}
-  void Log(engram::base::LogLevel level, std::string_view line) override {
-    if (level >= engram::base::LogLevel::kWarning) to_.Log(level, line);
-  }
-  void Progress(std::string_view phase, uint64_t done, uint64_t total,
-                std::string_view unit) override {
-    to_.Progress(phase, done, total, unit);
-  }
-  void ProgressDone(std::string_view phase) override { to_.ProgressDone(phase); }
-
- private:
-  engram::base::Reporter& to_;
-};
-
 // verify --config on a table with a fact ledger: every fact asked again through the model (as
 // `facts --check`); each one that no longer holds is a problem.
 void CheckLedger(const std::string& table, const std::string& config_path, int threads,

@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
       {"sort-buckets", AddSortBucketsCommand},
       {"prefetch", AddPrefetchCommand},
       {"hotset", AddHotsetCommand},
+      {"quantize", AddQuantizeCommand},
       {"run", AddRunCommand},
       {"serve", AddServeCommand},
       {"export", AddExportCommand},

@@ -33,4 +33,22 @@ class StderrReporter : public engram::base::Reporter {
   double log_interval_ = 0;  // seconds between lines when stderr is not a TTY
 };
 
+// Passes on warnings and progress only: for commands whose report is their own (verify, quantize's
+// check), not the model loader's "[engram] ..." lines (those are run's and serve's).
+class WarningsOnly final : public engram::base::Reporter {
+ public:
+  explicit WarningsOnly(engram::base::Reporter& to) : to_(to) {}
+  void Log(engram::base::LogLevel level, std::string_view line) override {
+    if (level >= engram::base::LogLevel::kWarning) to_.Log(level, line);
+  }
+  void Progress(std::string_view phase, uint64_t done, uint64_t total,
+                std::string_view unit) override {
+    to_.Progress(phase, done, total, unit);
+  }
+  void ProgressDone(std::string_view phase) override { to_.ProgressDone(phase); }
+
+ private:
+  engram::base::Reporter& to_;
+};
+
 }  // namespace engramctl

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
+#include <memory>
 #include <random>
 
 #include "engram/base/error.h"
@@ -19,6 +21,42 @@
 namespace engram::model {
 
 using base::LogLevel;
+
+namespace {
+
+struct PositionCompare {
+  double kl = 0, nll_a = 0, nll_b = 0;
+  bool same_top1 = false;
+};
+
+// KL(softmax(a) || softmax(b)), both NLLs of `target`, and whether the argmaxes agree; in double.
+PositionCompare ComparePosition(const float* a, const float* b, uint32_t V, uint32_t target) {
+  double ma = a[0], mb = b[0];
+  uint32_t ia = 0, ib = 0;
+  for (uint32_t v = 1; v < V; ++v) {
+    if (a[v] > ma) ma = a[v], ia = v;
+    if (b[v] > mb) mb = b[v], ib = v;
+  }
+  double za = 0, zb = 0;
+  for (uint32_t v = 0; v < V; ++v) {
+    za += std::exp(a[v] - ma);
+    zb += std::exp(b[v] - mb);
+  }
+  const double lza = ma + std::log(za), lzb = mb + std::log(zb);
+  double kl = 0;
+  for (uint32_t v = 0; v < V; ++v) {
+    const double la = a[v] - lza, lb = b[v] - lzb;
+    kl += std::exp(la) * (la - lb);
+  }
+  PositionCompare c;
+  c.kl = std::max(0.0, kl);
+  c.nll_a = lza - a[target];
+  c.nll_b = lzb - b[target];
+  c.same_top1 = ia == ib;
+  return c;
+}
+
+}  // namespace
 
 RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
   base::Stopwatch total;
@@ -41,6 +79,25 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
   res.load_seconds = load_sw.Seconds() + res.table_seconds;
   if (s.engram) rep.Log(LogLevel::kInfo, TableLoadedLine(res.table_seconds, res.device_bytes));
 
+  // The table to compare with (perplexity mode): opened like the main one, the same layout.
+  std::unique_ptr<format::TableView> other;
+  if (!o.compare_table_path.empty()) {
+    ENGRAM_CHECK(o.perplexity && s.engram, Code::kInvalidArgument,
+                 "comparing tables needs perplexity mode and the Engram branch on");
+    format::ViewOptions vo;
+    vo.deterministic_addressing = s.cfg.engram.deterministic_addressing && !o.read_journal;
+    vo.open.use_mmap = s.cfg.table.mmap;
+    vo.open.lock = o.hold_table_lock ? format::ReadLock::kHold : format::ReadLock::kOpen;
+    other = format::TableView::Open(o.compare_table_path, vo);
+    const format::Layout &a = s.view->layout(), &b = other->layout();
+    ENGRAM_CHECK(a.row_dim == b.row_dim && a.total_rows == b.total_rows &&
+                     a.row_offsets == b.row_offsets && a.spec.seed == b.spec.seed &&
+                     a.spec.layer_ids == b.spec.layer_ids && a.spec.mode == b.spec.mode &&
+                     a.canon_map == b.canon_map,
+                 Code::kInvalidArgument,
+                 o.compare_table_path << " has another layout than " << s.view->reader().path()
+                                      << "; only a table's conversions can be compared with it");
+  }
   const uint32_t V = s.mc.vocab_size;
   const uint32_t N = s.engram ? s.view->layout().spec.max_order : 2;
   std::vector<float> logits;
@@ -71,6 +128,9 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
     for (size_t b = 0; b < B; ++b) rng.emplace_back(o.seed + 0x9E3779B97F4A7C15ull * (first + b));
     std::vector<uint64_t> seq_lookups(B, 0), seq_hits(B, 0);
     BatchStep stepper(*model, s.mc, s.engram ? s.view.get() : nullptr, s.table_layer, B);
+    std::unique_ptr<BatchStep> other_stepper;
+    if (other)
+      other_stepper = std::make_unique<BatchStep>(*model, s.mc, other.get(), s.table_layer, B);
     // One step over the given per-sequence new tokens; the Engram hit counts add up per request.
     auto step = [&](const std::vector<std::vector<uint32_t>>& fresh, bool all_logits,
                     const std::vector<int64_t>* targets = nullptr) {
@@ -114,6 +174,28 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
               pr[b].logits.emplace_back(logits.begin() + t * V, logits.begin() + (t + 1) * V);
             model->Reset();
             stepper.Rewind();
+          }
+          if (other_stepper) {  // both tables' distributions, position by position
+            const size_t t_len = step(fresh, true);
+            std::vector<float> mine = std::move(logits);
+            model->Reset();
+            other_stepper->Rewind();
+            other_stepper->Step(fresh, canon, true, nullptr, &logits);
+            for (size_t t = 0; t < t_len; ++t) {
+              if (tgt[t] < 0) continue;
+              const PositionCompare c = ComparePosition(mine.data() + t * V, logits.data() + t * V,
+                                                        V, static_cast<uint32_t>(tgt[t]));
+              res.compare.kl.push_back(static_cast<float>(c.kl));
+              res.compare.top1_agree += c.same_top1;
+              res.compare.nll += c.nll_a;
+              res.compare.compare_nll += c.nll_b;
+              res.compare.tokens++;
+              pr[b].nll += c.nll_a;
+              pr[b].compare_nll += c.nll_b;
+              pr[b].scored_tokens++;
+            }
+            res.prompt_tokens += w1 - w0;
+            continue;
           }
           step(fresh, true, &tgt);
           for (size_t t = w0; t < w1; ++t)
@@ -217,7 +299,7 @@ RunResult RunImpl(const RunOptions& o, base::Reporter& rep) {
 
 }  // namespace engram::model
 
-extern "C" int engram_model_run_v2(const engram::model::RunOptions* opts,
+extern "C" int engram_model_run_v3(const engram::model::RunOptions* opts,
                                    engram::base::Reporter* reporter,
                                    engram::model::RunResult* result, std::string* error) {
   return engram::base::CatchAsStatus("the model module", error,

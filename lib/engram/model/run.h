@@ -41,6 +41,10 @@ struct RunOptions {
   bool show_config_notes = false;  // print notes on config keys engramctl does not use (-v)
   bool read_journal = false;       // read the table through its journal whatever [engram]
                                    // deterministic_addressing says (append --fit)
+  // Perplexity mode: also score every document with this table (same layout, e.g. the table in
+  // another dtype) and compare the two next-token distributions position by position
+  // (RunResult::compare): `quantize --check-corpus`, `verify --reference`.
+  std::string compare_table_path;
 };
 
 struct PromptResult {
@@ -49,13 +53,23 @@ struct PromptResult {
   std::vector<uint32_t> prompt_ids, output_ids;
   uint64_t engram_lookups = 0, engram_hits = 0;
   bool bypass = false;
-  double nll = 0;  // perplexity mode: summed negative log-likelihood
+  double nll = 0;          // perplexity mode: summed negative log-likelihood
+  double compare_nll = 0;  // with compare_table_path: the same with the other table
   uint64_t scored_tokens = 0;
   std::vector<std::vector<float>> logits;  // with dump_logits: one vector per forward position
 };
 
+// The table against compare_table_path, over every scored position of every document.
+struct CompareResult {
+  std::vector<float> kl;            // KL(P_table || P_compare) in nats, one per scored position
+  uint64_t top1_agree = 0;          // positions whose most likely next token is the same
+  uint64_t tokens = 0;              // scored positions
+  double nll = 0, compare_nll = 0;  // summed over them
+};
+
 struct RunResult {
   std::vector<PromptResult> prompts;
+  CompareResult compare;  // with compare_table_path
   double load_seconds = 0, table_seconds = 0, prompt_seconds = 0, eval_seconds = 0,
          total_seconds = 0;
   uint64_t prompt_tokens = 0, eval_tokens = 0;
@@ -66,7 +80,7 @@ struct RunResult {
 // (base/module_status.h): call it through base::CallModule.
 using RunFn = int (*)(const RunOptions* opts, base::Reporter* reporter, RunResult* result,
                       std::string* error);
-inline constexpr const char* kRunSymbol = "engram_model_run_v2";
+inline constexpr const char* kRunSymbol = "engram_model_run_v3";
 
 // Loads libengram_model.so (ENGRAM_MODEL_PLUGIN, then next to the executable, then the library
 // path) and returns its entry point. Throws kInvalidArgument when the build has no model module.

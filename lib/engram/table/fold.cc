@@ -60,25 +60,6 @@ void Step(const char* name) {
   if (g_steps == kill_at) ::raise(sig);
 }
 
-void ParallelCopy(uint8_t* dst, const uint8_t* src, uint64_t n, int threads) {
-  const uint64_t block = 64ull << 20;
-  const int64_t blocks = static_cast<int64_t>((n + block - 1) / block);
-  std::atomic<bool> stop{false};
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (int64_t b = 0; b < blocks; ++b) {
-    if (stop.load(std::memory_order_relaxed) || base::PendingInterrupt()) {
-      stop = true;
-      continue;
-    }
-    uint64_t at = static_cast<uint64_t>(b) * block;
-    std::memcpy(dst + at, src + at, std::min(block, n - at));
-    // Both are file mappings: unmap what was copied (RSS stays bounded; the data stays put).
-    base::ReleaseMappedPages(src + at, std::min(block, n - at));
-    base::ReleaseMappedPages(dst + at, std::min(block, n - at));
-  }
-  base::ThrowIfInterrupted();
-}
-
 std::string FoldedProvenance(const std::string& old, uint64_t entries) {
   base::Json j;
   try {
@@ -593,6 +574,25 @@ void FoldRewrite(const std::string& out, const format::TableView& view, int thre
 }
 
 }  // namespace
+
+void ParallelCopy(uint8_t* dst, const uint8_t* src, uint64_t n, int threads) {
+  const uint64_t block = 64ull << 20;
+  const int64_t blocks = static_cast<int64_t>((n + block - 1) / block);
+  std::atomic<bool> stop{false};
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t b = 0; b < blocks; ++b) {
+    if (stop.load(std::memory_order_relaxed) || base::PendingInterrupt()) {
+      stop = true;
+      continue;
+    }
+    uint64_t at = static_cast<uint64_t>(b) * block;
+    std::memcpy(dst + at, src + at, std::min(block, n - at));
+    // Both are file mappings: unmap what was copied (RSS stays bounded; the data stays put).
+    base::ReleaseMappedPages(src + at, std::min(block, n - at));
+    base::ReleaseMappedPages(dst + at, std::min(block, n - at));
+  }
+  base::ThrowIfInterrupted();
+}
 
 bool CompleteInterruptedFold(int fd, const std::string& path, bool wait, base::Reporter& reporter) {
   FoldRecord rec;

@@ -43,6 +43,10 @@ struct FoldResult {
 
 FoldResult SortBuckets(const FoldOptions& opts, base::Reporter& reporter);
 
+// Copies n bytes between two file mappings on `threads` threads, 64 MiB at a time, unmapping
+// both as it goes (resident memory stays bounded). Throws base::Interrupted after SIGINT/SIGTERM.
+void ParallelCopy(uint8_t* dst, const uint8_t* src, uint64_t n, int threads);
+
 // Completes an in-place fold that was interrupted (a fold record is present), for writers that
 // hold the table's writer lock and have it open read-write as `fd` (append, before it writes).
 // Takes the fold lock itself. False when there was nothing to complete.
