@@ -21,76 +21,11 @@
 #include "engram/model/run.h"
 #include "engram/table/hotset.h"
 #include "engram/table/quantize.h"
+#include "quality_check.h"
 
 namespace engramctl {
 
 namespace {
-
-std::string Fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-
-// What the gate measured: the model on the corpus with each table, and the rows it reads.
-struct CheckReport {
-  uint64_t documents = 0, tokens = 0;
-  double mean_kl = 0, p99_kl = 0, max_kl = 0, top1 = 0;
-  double ppl_source = 0, ppl_converted = 0, ppl_increase_pct = 0;
-  engram::table::RowError read_rows;  // over the distinct rows the corpus reads
-};
-
-CheckReport RunCheck(const std::string& config_path, const std::string& source,
-                     const std::string& converted, const std::string& corpus, uint64_t max_tokens,
-                     int threads, const engram::config::Config& cfg, engram::base::Reporter& rep) {
-  CheckReport c;
-  engram::format::ViewOptions vo;
-  vo.deterministic_addressing = false;
-  auto src = engram::format::TableView::Open(source, vo);
-  auto out = engram::format::TableView::Open(converted, vo);
-  // The rows the corpus reads, and their error.
-  const std::vector<std::vector<uint32_t>> docs =
-      ReadDocuments("", corpus, src->layout(), TokenizerFromConfig(cfg), max_tokens);
-  const std::vector<uint64_t> trace = engram::table::RowTrace(src->layout(), docs);
-  c.read_rows = engram::table::CompareRows(*src, *out, trace);
-  // The model, both tables, the same documents (as text: the run tokenizes them again).
-  engram::model::RunOptions o;
-  o.config_path = config_path;
-  o.table_path = source;
-  o.compare_table_path = converted;
-  o.perplexity = true;
-  o.read_journal = true;  // the source as its readers see it, journal included
-  o.threads = threads;
-  // The documents the row trace read (whole documents up to max_tokens): the first non-empty lines.
-  const size_t n_docs = static_cast<size_t>(
-      std::count_if(docs.begin(), docs.end(), [](const auto& d) { return !d.empty(); }));
-  engram::base::ForEachLine(corpus, 64u << 20, [&](size_t, std::string_view line, bool) {
-    if (o.prompts.size() < n_docs && !line.empty()) o.prompts.emplace_back(line);
-  });
-  ENGRAM_CHECK(!o.prompts.empty(), engram::Code::kInvalidArgument,
-               corpus << ": no text to check with (one document per line)");
-  engram::model::RunResult r;
-  WarningsOnly quiet(rep);
-  engram::base::CallModule(engram::model::LoadModelPlugin(), &o, &quiet, &r);
-  const auto& cmp = r.compare;
-  ENGRAM_CHECK(cmp.tokens > 0, engram::Code::kInvalidArgument,
-               corpus << ": no position was scored (documents need at least two tokens)");
-  c.documents = o.prompts.size();
-  c.tokens = cmp.tokens;
-  std::vector<float> kl = cmp.kl;
-  double sum = 0;
-  for (float v : kl) sum += v;
-  c.mean_kl = sum / static_cast<double>(kl.size());
-  std::sort(kl.begin(), kl.end());
-  c.p99_kl =
-      kl[std::min(kl.size() - 1, static_cast<size_t>(0.99 * static_cast<double>(kl.size())))];
-  c.max_kl = kl.back();
-  c.top1 = static_cast<double>(cmp.top1_agree) / static_cast<double>(cmp.tokens);
-  c.ppl_source = std::exp(cmp.nll / static_cast<double>(cmp.tokens));
-  c.ppl_converted = std::exp(cmp.compare_nll / static_cast<double>(cmp.tokens));
-  c.ppl_increase_pct = 100.0 * (c.ppl_converted / c.ppl_source - 1.0);
-  return c;
-}
 
 // Removes a staged file unless released (the gate refused, or an error or signal stopped us).
 class StagedFile {
@@ -174,11 +109,7 @@ void AddQuantizeCommand(CLI::App& app) {
     if (check) {
       c = RunCheck(f->config_path, f->o.input, staged.path(), f->check_corpus,
                    f->check_max_tokens ? f->check_max_tokens : UINT64_MAX, f->o.threads, *cfg, rep);
-      if (f->max_kl >= 0 && c.mean_kl > f->max_kl)
-        refused = "mean KL " + Fmt("%.3g", c.mean_kl) + " exceeds --max-kl " + Fmt("%g", f->max_kl);
-      else if (f->max_ppl_increase >= 0 && c.ppl_increase_pct > f->max_ppl_increase)
-        refused = "perplexity rises " + Fmt("%.3f", c.ppl_increase_pct) +
-                  "%, more than --max-ppl-increase " + Fmt("%g", f->max_ppl_increase) + "%";
+      refused = c.Exceeds(f->max_kl, f->max_ppl_increase);
       if (refused.empty()) {
         ENGRAM_CHECK(
             ::rename(staged.path().c_str(), final_out.c_str()) == 0, engram::Code::kIo,
@@ -226,14 +157,7 @@ void AddQuantizeCommand(CLI::App& app) {
                                Fmt("%.3g", c.read_rows.rel_l2())
                          : std::string()) +
                   "; largest |error| " + Fmt("%.3g", r.error.max_abs));
-      if (check)
-        PrintStdout("check: " + std::to_string(c.tokens) + " tokens in " +
-                    std::to_string(c.documents) + (c.documents == 1 ? " document" : " documents") +
-                    ": KL mean " + Fmt("%.3g", c.mean_kl) + ", p99 " + Fmt("%.3g", c.p99_kl) +
-                    ", max " + Fmt("%.3g", c.max_kl) + " nats; top-1 agreement " +
-                    Fmt("%.2f", 100 * c.top1) + "%; perplexity " + Fmt("%.3f", c.ppl_source) +
-                    " -> " + Fmt("%.3f", c.ppl_converted) + " (" +
-                    Fmt("%+.3f", c.ppl_increase_pct) + "%)");
+      if (check) PrintStdout(c.Line());
       if (!refused.empty())
         PrintStdout("refused: " + refused + "; nothing written to " + final_out);
     }

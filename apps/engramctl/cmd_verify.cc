@@ -9,6 +9,7 @@
 #include "engram/model/run.h"
 #include "engram/table/ledger.h"
 #include "engram/table/verify.h"
+#include "quality_check.h"
 
 namespace engramctl {
 
@@ -92,7 +93,9 @@ void CheckModelSetup(const engram::config::Config& cfg, const std::string& confi
 
 void AddVerifyCommand(CLI::App& app) {
   struct Flags {
-    std::string table, config_path;
+    std::string table, config_path, reference, check_corpus;
+    uint64_t check_max_tokens = 0;
+    double max_kl = -1, max_ppl_increase = -1;
     bool json = false;
     engram::table::VerifyOptions o;
   };
@@ -106,9 +109,26 @@ void AddVerifyCommand(CLI::App& app) {
   s->add_option("--tokenizer", f->o.tokenizer_path,
                 "Check the table's tokenizer fingerprint against this tokenizer.json");
   s->add_option("-t,--threads", f->o.threads, "Checksum threads (default: all cores)");
+  s->add_option("--reference", f->reference,
+                "The table this one was converted from (quantize): with --config and "
+                "--check-corpus, report what the conversion costs the model");
+  s->add_option("--check-corpus", f->check_corpus,
+                "Text, one document per line, that the model scores with both tables");
+  s->add_option("--check-max-tokens", f->check_max_tokens,
+                "Check with the first documents of the corpus, about N tokens (default: all)");
+  s->add_option("--max-kl", f->max_kl, "A problem when the mean KL per token exceeds X nats");
+  s->add_option("--max-ppl-increase", f->max_ppl_increase,
+                "A problem when perplexity rises by more than PCT percent");
   s->add_flag("--json", f->json, "Print the report as JSON");
   s->callback([f] {
     StderrReporter rep;
+    ENGRAM_CHECK(f->reference.empty() == f->check_corpus.empty(), engram::Code::kInvalidArgument,
+                 "--reference TABLE and --check-corpus FILE go together (and need --config)");
+    ENGRAM_CHECK(f->reference.empty() || !f->config_path.empty(), engram::Code::kInvalidArgument,
+                 "--reference runs the model: give --config cfg.toml");
+    ENGRAM_CHECK(!f->reference.empty() || (f->max_kl < 0 && f->max_ppl_increase < 0),
+                 engram::Code::kInvalidArgument,
+                 "--max-kl and --max-ppl-increase need --reference TABLE and --check-corpus FILE");
     auto cfg = LoadConfigIfAny(f->config_path, rep, /*show_notes=*/true);
     if (cfg) {
       f->o.config = &*cfg;
@@ -137,6 +157,17 @@ void AddVerifyCommand(CLI::App& app) {
     if (cfg) CheckModelSetup(*cfg, f->config_path, f->table, &r);
     if (cfg && !cfg->model.path.empty() && opened && r.problems.size() == before)
       CheckLedger(f->table, f->config_path, f->o.threads, rep, &r);
+    if (!f->reference.empty() && opened && r.problems.size() == before) {
+      const CheckReport c =
+          RunCheck(f->config_path, f->reference, f->table, f->check_corpus,
+                   f->check_max_tokens ? f->check_max_tokens : UINT64_MAX, f->o.threads, *cfg, rep);
+      r.notes.push_back("against " + f->reference + ": " + c.Line() + "; row error (relative L2) " +
+                        Fmt("%.3g", c.read_rows.rel_l2()) + " over the " +
+                        std::to_string(c.read_rows.rows) + " rows the corpus reads");
+      if (std::string why = c.Exceeds(f->max_kl, f->max_ppl_increase); !why.empty())
+        r.problems.push_back({0, 0, "reference " + f->reference, engram::Code::kInvalidArgument,
+                              "against " + f->reference + ": " + why});
+    }
     PrintStdout(f->json ? r.ToJson() : r.ToText());
     CommandExit() = r.ok() ? kExitOk : kExitProblems;
   });

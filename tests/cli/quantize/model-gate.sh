@@ -21,3 +21,10 @@ $E quantize f32.engram -o fp8.engram --dtype fp8 --config m.toml --check-corpus 
   --max-ppl-increase 5 --json 2>/dev/null > fp8.json
 field fp8.json "'fp8: written %s, KL mean < 1e-3: %s, p99 >= mean: %s, top-1 > 90%%: %s, read rows > 0: %s' % (j['written'], j['check']['kl_mean'] < 1e-3, j['check']['kl_p99'] >= j['check']['kl_mean'], j['check']['top1_agreement'] > 0.9, j['check']['read_rows'] > 0)"
 $E -q verify fp8.engram > /dev/null && echo "fp8.engram verifies"
+# verify against the reference it came from: a note with the measures, a problem past --max-kl.
+sed 's/^lookup_dtype = .*/lookup_dtype = "fp8-e4m3"/' m.toml > fp8.toml
+$E verify fp8.engram --config fp8.toml --reference f32.engram --check-corpus check.txt -t 1 2>/dev/null |
+  grep -o 'note: against f32.engram: check: [0-9]* tokens in 2 documents' || echo "no reference note"
+rc=0; $E verify fp8.engram --config fp8.toml --reference f32.engram --check-corpus check.txt -t 1 --max-kl 1e-9 \
+  > v.txt 2>/dev/null || rc=$?
+echo "verify --max-kl 1e-9: exit $rc"; grep -o 'against f32.engram: mean KL [0-9.e-]* exceeds --max-kl 1e-09' v.txt | sed 's/KL [0-9.e-]*/KL X/'
