@@ -73,6 +73,65 @@ TEST_CASE("fp8 e4m3fn: every code round-trips, saturation, e8m0 scales") {
     CHECK(std::fabs(back[i] - row[i]) <= std::fabs(row[i]) * 0.0625f + 1e-6f * 64);
 }
 
+TEST_CASE("fp8 golden vectors: DeepSeek-V4.1's block quantisation, computed independently") {
+  // Expected bytes from an independent Python model of the V4.1 recipe: per 32 values the scale
+  // is 2^ceil(log2(amax / 448)) (e8m0 127 + that exponent), and x / scale rounds to the nearest
+  // e4m3fn value, ties to the even code, saturating at 448; tiny negatives keep their sign (-0).
+  const std::vector<float> x = {-78.8265609741211f,       1.0684758424758911f,
+                                -6.763792498531984e-06f,  0.0f,
+                                -339.6424560546875f,      1000.0f,
+                                48.002498626708984f,      -2397.83544921875f,
+                                -86.92738342285156f,      -10.45251178741455f,
+                                -5.740922451019287f,      1214.0762939453125f,
+                                114.50032043457031f,      -8.704765319824219f,
+                                -69.9632568359375f,       15.436701774597168f,
+                                3.611154317855835f,       -0.0015691221924498677f,
+                                -153.3050537109375f,      -0.05378644913434982f,
+                                4.8493266105651855f,      1.758299708366394f,
+                                -1.099565863609314f,      0.00018031299987342209f,
+                                0.0011098934337496758f,   0.0015302883693948388f,
+                                -1.2608681917190552f,     -1.77437162399292f,
+                                31.557655334472656f,      -0.7438722252845764f,
+                                2.9212005756562576e-05f,  0.22047412395477295f,
+                                -4.61808443069458f,       -99.77538299560547f,
+                                1.6782280206680298f,      1.296455979347229f,
+                                -2259.83984375f,          2.0853054523468018f,
+                                -0.3223574161529541f,     -0.0059833889827132225f,
+                                1.0689345799619332e-05f,  97.57147216796875f,
+                                -0.00015981667093001306f, 3010.9716796875f,
+                                -0.000516040250658989f,   1.0901463031768799f,
+                                0.0012647804105654359f,   0.02154899202287197f,
+                                0.12417501211166382f,     18.348119735717773f,
+                                -0.06862757354974747f,    -0.0006598032778128982f,
+                                -8.86096477508545f,       -2.6349387168884277f,
+                                -0.017208458855748177f,   -0.7625402212142944f,
+                                -112.87244415283203f,     0.050705112516880035f,
+                                2.0514492988586426f,      -0.5855581164360046f,
+                                0.05510196089744568f,     0.0038626431487500668f,
+                                -0.05337723344564438f,    -0.003337071742862463f};
+  const std::vector<uint8_t> codes = {
+      0xD2, 0x21, 0x80, 0x00, 0xE3, 0x70, 0x4C, 0xF9, 0xD3, 0xBA, 0xB3, 0x71, 0x56,
+      0xB9, 0xD1, 0x3F, 0x2E, 0x80, 0xDA, 0x83, 0x32, 0x26, 0xA1, 0x00, 0x00, 0x00,
+      0xA2, 0xA6, 0x48, 0x9C, 0x00, 0x0E, 0xB1, 0xD4, 0x25, 0x22, 0xF9, 0x28, 0x92,
+      0x80, 0x00, 0x54, 0x80, 0x7C, 0x80, 0x21, 0x00, 0x01, 0x08, 0x41, 0x84, 0x80,
+      0xB9, 0xAB, 0x81, 0x9C, 0xD6, 0x03, 0x28, 0x99, 0x04, 0x00, 0x83, 0x80};
+  std::vector<uint8_t> q(64), sc(2);
+  EncodeRow(DType::kF8E4M3, x, q.data(), sc.data());
+  CHECK(sc == std::vector<uint8_t>{130, 130});
+  CHECK(q == codes);
+  // Ties go to the even code: 1.0625 lies between 1.0 (0x38) and 1.125 (0x39), 1.1875 between
+  // 1.125 and 1.25 (0x3A); 448 keeps the scale at 2^0.
+  std::vector<float> t(32, 0.0f);
+  t[0] = 448.0f, t[1] = 1.0625f, t[2] = 1.1875f, t[3] = -1.0625f;
+  std::vector<uint8_t> tq(32), ts(1);
+  EncodeRow(DType::kF8E4M3, t, tq.data(), ts.data());
+  CHECK(ts[0] == 127);
+  CHECK(tq[0] == 0x7E);
+  CHECK(tq[1] == 0x38);
+  CHECK(tq[2] == 0x3A);
+  CHECK(tq[3] == 0xB8);
+}
+
 TEST_CASE("dtype names parse both ways") {
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3, DType::kI8, DType::kI4})
     CHECK(ParseDType(DTypeName(t)) == t);
