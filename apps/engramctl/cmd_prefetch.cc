@@ -8,6 +8,8 @@
 #include "cli_common.h"
 #include "engram/base/file.h"
 #include "engram/base/units.h"
+#include "engram/format/reader.h"
+#include "engram/table/hotset.h"
 #include "engram/table/prefetch.h"
 
 namespace engramctl {
@@ -17,7 +19,7 @@ void AddPrefetchCommand(CLI::App& app) {
     std::string table, config_path;
     bool status = false, lock = false, evict = false, json = false;
     int threads = 0;
-    std::string budget;
+    std::string budget, hot;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* s = app.add_subcommand(
@@ -31,6 +33,10 @@ void AddPrefetchCommand(CLI::App& app) {
                 "Warm at most SIZE (e.g. 4G), hottest first: metadata, owner tags and fp8 scales, "
                 "then the row pages the build corpus's lookups hit most (STATS); with --lock, pin "
                 "only those");
+  s->add_option("--hot", f->hot,
+                "Rank row pages by this trace's reads instead of STATS: canonical ids, u32, "
+                "0xFFFFFFFF between requests ('serve --trace', or hotset's --tokens input); "
+                "without --budget, warms every page it reads");
   s->add_option("-t,--threads", f->threads, "Parallel readers (default: all cores, at least 2)");
   s->add_flag("--json", f->json, "Print JSON");
   s->callback([f] {
@@ -38,8 +44,9 @@ void AddPrefetchCommand(CLI::App& app) {
     ResolveTable(&f->table, f->config_path, rep);
     ENGRAM_CHECK(f->status + f->lock + f->evict <= 1, engram::Code::kInvalidArgument,
                  "--status, --lock and --evict exclude each other");
-    ENGRAM_CHECK(f->budget.empty() || (!f->status && !f->evict), engram::Code::kInvalidArgument,
-                 "--budget warms; it does not go with --status or --evict");
+    ENGRAM_CHECK((f->budget.empty() && f->hot.empty()) || (!f->status && !f->evict),
+                 engram::Code::kInvalidArgument,
+                 "--budget and --hot warm; they do not go with --status or --evict");
     if (f->status) {
       auto r = engram::table::Status(f->table);
       PrintStdout(f->json ? r.ToJson() : r.ToText());
@@ -77,10 +84,18 @@ void AddPrefetchCommand(CLI::App& app) {
       engram::base::UniqueFd fd = engram::base::OpenFile(f->table, O_RDONLY);
       file_bytes = engram::base::RegularFileSize(fd.get(), f->table);
     }
-    if (!f->budget.empty()) {
-      const uint64_t budget = engram::base::ParseSize(f->budget, "--budget");
+    if (!f->budget.empty() || !f->hot.empty()) {
+      const uint64_t budget =
+          f->budget.empty() ? file_bytes : engram::base::ParseSize(f->budget, "--budget");
+      std::vector<uint64_t> trace;
+      if (!f->hot.empty()) {
+        const auto layout = engram::format::Reader::Open(f->table)->layout();
+        trace = engram::table::RowTrace(layout, ReadDocuments(f->hot, "", layout, "", UINT64_MAX));
+        ENGRAM_CHECK(!trace.empty(), engram::Code::kInvalidArgument,
+                     f->hot << ": the trace reads no rows (no request of at least 2 tokens)");
+      }
       if (f->lock) engram::table::CheckLockable(f->table, std::min(budget, file_bytes));
-      auto r = engram::table::WarmHottest(f->table, budget, f->threads, rep);
+      auto r = engram::table::WarmHottest(f->table, budget, f->threads, rep, trace);
       char share[32];
       std::snprintf(share, sizeof share, "%.1f%%", 100 * r.lookup_share);
       if (f->json)
@@ -91,6 +106,7 @@ void AddPrefetchCommand(CLI::App& app) {
                     ",\"row_pages\":" + std::to_string(r.row_pages) +
                     ",\"row_pages_total\":" + std::to_string(r.row_pages_total) +
                     ",\"lookup_share\":" + std::to_string(r.lookup_share) +
+                    ",\"ranked_by\":" + (r.from_trace ? "\"trace\"" : "\"stats\"") +
                     ",\"seconds\":" + std::to_string(r.seconds) + "}");
       else
         rep.Log(engram::base::LogLevel::kInfo,
@@ -99,7 +115,9 @@ void AddPrefetchCommand(CLI::App& app) {
                     engram::base::FormatSeconds(r.seconds) + ": metadata, tags and scales (" +
                     engram::base::FormatBytes(r.always_bytes) + "), then the hottest " +
                     std::to_string(r.row_pages) + " of " + std::to_string(r.row_pages_total) +
-                    " row pages, which the build corpus's lookups hit " + share + " of the time");
+                    " row pages, which " +
+                    (r.from_trace ? "the trace's reads hit " : "the build corpus's lookups hit ") +
+                    share + " of the time");
       if (f->lock) pin_until_stopped(r.ranges);
       return;
     }

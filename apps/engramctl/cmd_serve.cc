@@ -59,6 +59,10 @@ void AddServeCommand(CLI::App& app) {
               "Print one JSON line on stdout when ready ({\"event\": \"ready\", \"url\", "
               "\"port\", \"model\", \"max_batch\", \"auth\", \"pid\"}) and one when stopped; "
               "the [serve] log stays on stderr");
+  s->add_option("--trace", f->run.trace_path,
+                "Append each request's canonical ids (prompt and generated tokens) to FILE, u32 "
+                "with 0xFFFFFFFF after each request: the input of 'hotset --tokens FILE' and "
+                "'prefetch --hot FILE'");
   s->add_flag("--no-auth", f->no_auth,
               "Serve without authentication even though [api] api_key_env names a key variable "
               "(by default the server requires that key, and refuses to start without it)");

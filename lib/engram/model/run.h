@@ -45,6 +45,10 @@ struct RunOptions {
   // another dtype) and compare the two next-token distributions position by position
   // (RunResult::compare): `quantize --check-corpus`, `verify --reference`.
   std::string compare_table_path;
+  // serve: after each request, append its canonical ids (prompt then generated tokens: every
+  // position the model read rows for) to this file as u32 little-endian, then 0xFFFFFFFF; the
+  // input of `hotset --tokens` and `prefetch --hot`.
+  std::string trace_path;
 };
 
 struct PromptResult {

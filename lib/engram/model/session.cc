@@ -3,14 +3,20 @@
 // a fold picked up between batches while the last good table state keeps serving.
 #include "engram/model/session.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <random>
 
+#include "engram/base/endian.h"
 #include "engram/base/error.h"
+#include "engram/base/file.h"
 #include "engram/base/module_status.h"
 #include "engram/base/resource.h"
 #include "engram/model/generation.h"
@@ -71,6 +77,10 @@ class SessionImpl final : public Session {
     RunResult res;
     RunOptions o = opts;
     o.hold_table_lock = false;  // Batch takes the fold lock per batch
+    if (!o.trace_path.empty()) {
+      trace_path_ = o.trace_path;
+      trace_ = base::OpenFile(o.trace_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    }
     LoadSetup(o, rep, s_, res);
     TransformerOptions to;
     to.dtype = o.dtype.empty() ? s_.cfg.model.dtype : o.dtype;
@@ -367,9 +377,28 @@ class SessionImpl final : public Session {
       res[live[b]].prompt_seconds = prompt_seconds;
       res[live[b]].eval_seconds = eval_seconds;
     }
+    if (trace_.valid()) WriteTrace(canon);
+  }
+
+  // One write per request (O_APPEND): a reader of the trace sees whole requests. A failing write
+  // is said once and the trace stops; serving goes on.
+  void WriteTrace(const std::vector<std::vector<uint32_t>>& canon) {
+    for (const auto& ids : canon) {
+      std::vector<uint8_t> buf((ids.size() + 1) * 4);
+      for (size_t i = 0; i < ids.size(); ++i) base::StoreLE<uint32_t>(buf.data() + 4 * i, ids[i]);
+      base::StoreLE<uint32_t>(buf.data() + 4 * ids.size(), 0xFFFFFFFFu);
+      if (::write(trace_.get(), buf.data(), buf.size()) != static_cast<ssize_t>(buf.size())) {
+        rep_.Log(LogLevel::kWarning, "[serve] --trace " + trace_path_ + ": write failed (" +
+                                         std::strerror(errno) + "); the trace stops here");
+        trace_ = base::UniqueFd();
+        return;
+      }
+    }
   }
 
   base::Reporter& rep_;
+  base::UniqueFd trace_;  // -1 without --trace
+  std::string trace_path_;
   Setup s_;
   std::unique_ptr<Transformer> model_;
   SessionInfo info_;
@@ -385,7 +414,7 @@ class SessionImpl final : public Session {
 
 }  // namespace engram::model
 
-extern "C" int engram_model_session_v2(const engram::model::RunOptions* opts,
+extern "C" int engram_model_session_v3(const engram::model::RunOptions* opts,
                                        engram::base::Reporter* reporter,
                                        engram::model::Session** out, std::string* error) {
   // Ownership crosses the plugin boundary as a raw pointer (C linkage); the caller deletes it.

@@ -95,7 +95,7 @@ class Session {
 // Returns a status (base/module_status.h): call it through base::CallModule.
 using OpenSessionFn = int (*)(const RunOptions* opts, base::Reporter* reporter, Session** out,
                               std::string* error);
-inline constexpr const char* kSessionSymbol = "engram_model_session_v2";
+inline constexpr const char* kSessionSymbol = "engram_model_session_v3";
 
 // Loads libengram_model.so as LoadModelPlugin does and returns its session entry point.
 OpenSessionFn LoadSessionPlugin();

@@ -302,7 +302,7 @@ WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter) 
 }
 
 BudgetResult WarmHottest(const std::string& path, uint64_t budget, int threads,
-                         base::Reporter& reporter) {
+                         base::Reporter& reporter, std::span<const uint64_t> hot_rows) {
   base::Stopwatch sw;
   BudgetResult res;
   res.budget = budget;
@@ -310,8 +310,9 @@ BudgetResult WarmHottest(const std::string& path, uint64_t budget, int threads,
   const format::Header& h = r->header();
   const format::SectionEntry* rows = r->FindSection(format::SectionType::kRows);
   const format::SectionEntry* stats = r->FindSection(format::SectionType::kStats);
+  res.from_trace = !hot_rows.empty();
   ENGRAM_CHECK(
-      stats && stats->size, Code::kInvalidArgument,
+      res.from_trace || (stats && stats->size), Code::kInvalidArgument,
       path << ": --budget ranks rows by the build corpus's counts (STATS), and this table "
               "has none (built with --no-stats); warm it whole (prefetch without --budget)");
   base::UniqueFd fd = base::OpenFile(path, O_RDONLY);
@@ -340,7 +341,15 @@ BudgetResult WarmHottest(const std::string& path, uint64_t budget, int threads,
   const uint64_t n_pages = (rows->size + kPage - 1) / kPage;
   res.row_pages_total = n_pages;
   std::vector<uint64_t> heat(n_pages, 0);
-  {
+  // A row across a page boundary heats both pages.
+  auto heat_row = [&](uint64_t row, uint64_t count) {
+    for (uint64_t p = row * stride / kPage; p <= ((row + 1) * stride - 1) / kPage; ++p)
+      heat[p] += count;
+  };
+  if (res.from_trace) {
+    for (uint64_t row : hot_rows)
+      if (row < h.total_rows) heat_row(row, 1);
+  } else {
     // STATS is streamed (16 bytes a row): a table larger than memory is never mapped whole.
     constexpr uint64_t kBlockRows = 1 << 16;
     std::vector<uint8_t> buf(kBlockRows * format::kStatsRowSize);
@@ -351,10 +360,7 @@ BudgetResult WarmHottest(const std::string& path, uint64_t budget, int threads,
       for (uint64_t k = 0; k < n; ++k) {
         const uint64_t count = base::LoadLE<uint32_t>(buf.data() + k * format::kStatsRowSize + 4);
         if (!count) continue;
-        const uint64_t row = r0 + k;
-        // A row across a page boundary heats both pages.
-        for (uint64_t p = row * stride / kPage; p <= ((row + 1) * stride - 1) / kPage; ++p)
-          heat[p] += count;
+        heat_row(r0 + k, count);
       }
       reporter.Progress("rank rows", r0 + n, h.total_rows, "rows");
     }

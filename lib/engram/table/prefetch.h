@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -43,19 +44,22 @@ WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter);
 // Warms at most `budget` bytes of a table, hottest first: the header and metadata, then the
 // sections every lookup reads beside its row (TAGS, and SCALES for fp8), then the pages of ROWS
 // in order of the build corpus's lookups that land on them (STATS total_count), for a table that
-// cannot be resident whole. Throws kInvalidArgument for a table without STATS.
+// cannot be resident whole; or, given `hot_rows` (the row reads of a trace: hotset's RowTrace of
+// `serve --trace` or a corpus), in order of that trace's reads. Throws kInvalidArgument for a table
+// without STATS when no trace is given.
 struct BudgetResult {
   uint64_t budget = 0;
   uint64_t bytes = 0;         // file size
   uint64_t warmed_bytes = 0;  // chosen pages (resident after)
   uint64_t always_bytes = 0;  // of which header, metadata, TAGS, SCALES
   uint64_t row_pages = 0, row_pages_total = 0;
-  double lookup_share = 0;  // of STATS total_count on the chosen ROWS pages
+  double lookup_share = 0;  // of STATS total_count (or of the trace's reads) on the chosen pages
+  bool from_trace = false;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // chosen (offset, length), file order
   double seconds = 0;
 };
 BudgetResult WarmHottest(const std::string& path, uint64_t budget, int threads,
-                         base::Reporter& reporter);
+                         base::Reporter& reporter, std::span<const uint64_t> hot_rows = {});
 
 // Drops the file's pages from the page cache (only pages no process maps or dirties can go).
 // Returns resident bytes after.
