@@ -1,5 +1,5 @@
-# The trained demo model reads every dtype quantize writes: run (greedy) from each, serve from the
-# int4 table, and append --fit into an int8 table (fitted in f32, rounded to int8 and re-checked).
+# The trained demo model reads every dtype quantize writes: run (greedy) and serve from each, and
+# append --fit into each scaled dtype (fitted in f32, rounded to the table's dtype, re-checked).
 source $SRC/tests/cli/lib.sh
 source $SRC/tests/cli/serve_lib.sh
 demo_model m
@@ -18,17 +18,26 @@ for d in f32 f16 fp8-e4m3 int8 int4; do
 done
 # f32 and f16 hold every bf16 value exactly: the model reads the same rows.
 cmp -s bf16.txt f32.txt && cmp -s bf16.txt f16.txt && echo "f32 and f16: greedy text equals bf16's"
-# serve from the int4 table.
-start_serve serve.log --config m.toml --table q_int4.engram -t 1
+# serve each dtype: one server on one path, the file replaced by each conversion in turn (serve
+# picks up a replaced file before its next batch).
+cp m.engram served.engram
+start_serve serve.log --config m.toml --table served.engram -t 1
 wait_ready
-post /v1/completions '{"prompt": "The jury said that", "max_tokens": 4, "temperature": 0}' > c.json
-field c.json "'serve int4: ' + j['choices'][0]['finish_reason'] + ', ' + str(j['usage']['completion_tokens']) + ' tokens'"
+for d in f32 f16 fp8-e4m3 int8 int4; do
+  cp q_$d.engram next.engram && mv next.engram served.engram
+  post /v1/completions '{"prompt": "The jury said that", "max_tokens": 4, "temperature": 0}' > c.json
+  field c.json "'serve $d: ' + j['choices'][0]['finish_reason'] + ', ' + str(j['usage']['completion_tokens']) + ' tokens'"
+  field c.json "j['engram']['table_generation']" >> generations.txt
+done
 stop_serve
-# append --fit into the int8 table.
-cp q_int8.engram i8.engram
+$PY -c "g = [int(x) for x in open('generations.txt')]; print('a new table generation for each file:', all(b > a for a, b in zip(g, g[1:])))"
+# append --fit into the scaled dtypes (fitted in f32, rounded to the table's dtype, re-checked).
 printf '%s\n' '{"prompt": "The capital of Zorvania is", "target": " Quellport"}' > f.jsonl
-$E append i8.engram --config m.toml --entries f.jsonl -t 1 --json 2>/dev/null |
-  $PY -c "import json,sys; f=json.load(sys.stdin)['fit']; print('fit into int8: dtype', f['dtype'], '| fitted', f['fitted'], 'of', len(f['entries']))"
 printf 'The capital of Zorvania is\n' > p.txt
-$E run --config m.toml --table i8.engram --temp 0 -n 3 -t 1 -f p.txt 2>/dev/null | grep -o Quellport
-$E -q sort-buckets i8.engram && $E -q verify i8.engram > /dev/null && echo "int8 table with the fact: folded, verified"
+for d in fp8-e4m3 int8 int4; do
+  cp q_$d.engram fit.engram
+  $E append fit.engram --config m.toml --entries f.jsonl -t 1 --json 2>/dev/null |
+    $PY -c "import json,sys; f=json.load(sys.stdin)['fit']; print('fit into $d: dtype', f['dtype'], '| fitted', f['fitted'], 'of', len(f['entries']))"
+  $E run --config m.toml --table fit.engram --temp 0 -n 3 -t 1 -f p.txt 2>/dev/null | grep -o Quellport || echo "not reproduced"
+  $E -q sort-buckets fit.engram && $E -q verify fit.engram > /dev/null && echo "  folded, verified"
+done
