@@ -1,5 +1,5 @@
 # The trained demo model reads every dtype quantize writes: run (greedy) and serve from each, and
-# append --fit into each scaled dtype (fitted in f32, rounded to the table's dtype, re-checked).
+# append --fit into each dtype (fitted in f32, rounded to the table's dtype, re-checked).
 source $SRC/tests/cli/lib.sh
 source $SRC/tests/cli/serve_lib.sh
 demo_model m
@@ -31,10 +31,10 @@ for d in f32 f16 fp8-e4m3 int8 int4; do
 done
 stop_serve
 $PY -c "g = [int(x) for x in open('generations.txt')]; print('a new table generation for each file:', all(b > a for a, b in zip(g, g[1:])))"
-# append --fit into the scaled dtypes (fitted in f32, rounded to the table's dtype, re-checked).
+# append --fit into each dtype (fitted in f32, rounded to the table's dtype, re-checked).
 printf '%s\n' '{"prompt": "The capital of Zorvania is", "target": " Quellport"}' > f.jsonl
 printf 'The capital of Zorvania is\n' > p.txt
-for d in fp8-e4m3 int8 int4; do
+for d in f32 f16 fp8-e4m3 int8 int4; do
   cp q_$d.engram fit.engram
   $E append fit.engram --config m.toml --entries f.jsonl -t 1 --json 2>/dev/null |
     $PY -c "import json,sys; f=json.load(sys.stdin)['fit']; print('fit into $d: dtype', f['dtype'], '| fitted', f['fitted'], 'of', len(f['entries']))"
