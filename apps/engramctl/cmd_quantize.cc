@@ -46,9 +46,8 @@ class StagedFile {
 void AddQuantizeCommand(CLI::App& app) {
   struct Flags {
     engram::table::QuantizeOptions o;
-    std::string dtype, config_path, check_corpus;
-    double max_kl = -1, max_ppl_increase = -1;
-    uint64_t check_max_tokens = 0;
+    std::string dtype, config_path;
+    CheckFlags check;
     bool force = false, json = false;
   };
   auto f = std::make_shared<Flags>();
@@ -62,15 +61,7 @@ void AddQuantizeCommand(CLI::App& app) {
   s->add_option("--dtype", f->dtype, "Target dtype: f32 | bf16 | f16 | fp8-e4m3 | int8 | int4")
       ->required();
   s->add_flag("--force", f->force, "Replace OUT when it exists");
-  s->add_option("--check-corpus", f->check_corpus,
-                "Text, one document per line: run the model (--config) on it with both tables "
-                "and report KL, top-1 agreement, perplexity change and row error");
-  s->add_option("--check-max-tokens", f->check_max_tokens,
-                "Check with the first documents of the corpus, about N tokens (default: all)");
-  s->add_option("--max-kl", f->max_kl,
-                "Refuse (exit 3, nothing written) when the mean KL per token exceeds X nats");
-  s->add_option("--max-ppl-increase", f->max_ppl_increase,
-                "Refuse (exit 3, nothing written) when perplexity rises by more than PCT percent");
+  AddCheckFlags(s, &f->check, "Refuse (exit 3, nothing written)");
   s->add_option("-t,--threads", f->o.threads, "Threads (default: all cores)");
   s->add_flag("--json", f->json, "Print the result as JSON");
   s->callback([f] {
@@ -80,8 +71,8 @@ void AddQuantizeCommand(CLI::App& app) {
     ENGRAM_CHECK(dt.has_value(), engram::Code::kInvalidArgument,
                  "--dtype " << f->dtype << ": use f32, bf16, f16, fp8-e4m3, int8 or int4");
     f->o.dtype = *dt;
-    const bool check = !f->check_corpus.empty();
-    ENGRAM_CHECK(check || (f->max_kl < 0 && f->max_ppl_increase < 0),
+    const bool check = !f->check.corpus.empty();
+    ENGRAM_CHECK(check || (f->check.max_kl < 0 && f->check.max_ppl_increase < 0),
                  engram::Code::kInvalidArgument,
                  "--max-kl and --max-ppl-increase need --check-corpus FILE (and --config)");
     ENGRAM_CHECK(!check || !f->config_path.empty(), engram::Code::kInvalidArgument,
@@ -107,9 +98,9 @@ void AddQuantizeCommand(CLI::App& app) {
     CheckReport c;
     std::string refused;
     if (check) {
-      c = RunCheck(f->config_path, f->o.input, staged.path(), f->check_corpus,
-                   f->check_max_tokens ? f->check_max_tokens : UINT64_MAX, f->o.threads, *cfg, rep);
-      refused = c.Exceeds(f->max_kl, f->max_ppl_increase);
+      c = RunCheck(f->config_path, f->o.input, staged.path(), f->check.corpus,
+                   f->check.max_tokens ? f->check.max_tokens : UINT64_MAX, f->o.threads, *cfg, rep);
+      refused = c.Exceeds(f->check.max_kl, f->check.max_ppl_increase);
       if (refused.empty()) {
         ENGRAM_CHECK(
             ::rename(staged.path().c_str(), final_out.c_str()) == 0, engram::Code::kIo,

@@ -93,9 +93,8 @@ void CheckModelSetup(const engram::config::Config& cfg, const std::string& confi
 
 void AddVerifyCommand(CLI::App& app) {
   struct Flags {
-    std::string table, config_path, reference, check_corpus;
-    uint64_t check_max_tokens = 0;
-    double max_kl = -1, max_ppl_increase = -1;
+    std::string table, config_path, reference;
+    CheckFlags check;
     bool json = false;
     engram::table::VerifyOptions o;
   };
@@ -112,21 +111,15 @@ void AddVerifyCommand(CLI::App& app) {
   s->add_option("--reference", f->reference,
                 "The table this one was converted from (quantize): with --config and "
                 "--check-corpus, report what the conversion costs the model");
-  s->add_option("--check-corpus", f->check_corpus,
-                "Text, one document per line, that the model scores with both tables");
-  s->add_option("--check-max-tokens", f->check_max_tokens,
-                "Check with the first documents of the corpus, about N tokens (default: all)");
-  s->add_option("--max-kl", f->max_kl, "A problem when the mean KL per token exceeds X nats");
-  s->add_option("--max-ppl-increase", f->max_ppl_increase,
-                "A problem when perplexity rises by more than PCT percent");
+  AddCheckFlags(s, &f->check, "A problem (exit 3)");
   s->add_flag("--json", f->json, "Print the report as JSON");
   s->callback([f] {
     StderrReporter rep;
-    ENGRAM_CHECK(f->reference.empty() == f->check_corpus.empty(), engram::Code::kInvalidArgument,
+    ENGRAM_CHECK(f->reference.empty() == f->check.corpus.empty(), engram::Code::kInvalidArgument,
                  "--reference TABLE and --check-corpus FILE go together (and need --config)");
     ENGRAM_CHECK(f->reference.empty() || !f->config_path.empty(), engram::Code::kInvalidArgument,
                  "--reference runs the model: give --config cfg.toml");
-    ENGRAM_CHECK(!f->reference.empty() || (f->max_kl < 0 && f->max_ppl_increase < 0),
+    ENGRAM_CHECK(!f->reference.empty() || (f->check.max_kl < 0 && f->check.max_ppl_increase < 0),
                  engram::Code::kInvalidArgument,
                  "--max-kl and --max-ppl-increase need --reference TABLE and --check-corpus FILE");
     auto cfg = LoadConfigIfAny(f->config_path, rep, /*show_notes=*/true);
@@ -159,12 +152,12 @@ void AddVerifyCommand(CLI::App& app) {
       CheckLedger(f->table, f->config_path, f->o.threads, rep, &r);
     if (!f->reference.empty() && opened && r.problems.size() == before) {
       const CheckReport c =
-          RunCheck(f->config_path, f->reference, f->table, f->check_corpus,
-                   f->check_max_tokens ? f->check_max_tokens : UINT64_MAX, f->o.threads, *cfg, rep);
+          RunCheck(f->config_path, f->reference, f->table, f->check.corpus,
+                   f->check.max_tokens ? f->check.max_tokens : UINT64_MAX, f->o.threads, *cfg, rep);
       r.notes.push_back("against " + f->reference + ": " + c.Line() + "; row error (relative L2) " +
                         Fmt("%.3g", c.read_rows.rel_l2()) + " over the " +
                         std::to_string(c.read_rows.rows) + " rows the corpus reads");
-      if (std::string why = c.Exceeds(f->max_kl, f->max_ppl_increase); !why.empty())
+      if (std::string why = c.Exceeds(f->check.max_kl, f->check.max_ppl_increase); !why.empty())
         r.problems.push_back({0, 0, "reference " + f->reference, engram::Code::kInvalidArgument,
                               "against " + f->reference + ": " + why});
     }

@@ -1,6 +1,7 @@
 // The quality gate: RunCheck drives the model module in perplexity mode with a compare table.
 #include "quality_check.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -72,6 +73,17 @@ CheckReport RunCheck(const std::string& config_path, const std::string& source,
   c.ppl_converted = std::exp(cmp.compare_nll / static_cast<double>(cmp.tokens));
   c.ppl_increase_pct = 100.0 * (c.ppl_converted / c.ppl_source - 1.0);
   return c;
+}
+
+void AddCheckFlags(CLI::App* s, CheckFlags* f, const std::string& consequence) {
+  s->add_option("--check-corpus", f->corpus,
+                "Text, one document per line: the model (--config) scores it with both tables; "
+                "reports KL, top-1 agreement, perplexity change and row error");
+  s->add_option("--check-max-tokens", f->max_tokens,
+                "Check with the first documents of the corpus, about N tokens (default: all)");
+  s->add_option("--max-kl", f->max_kl, consequence + " when the mean KL per token exceeds X nats");
+  s->add_option("--max-ppl-increase", f->max_ppl_increase,
+                consequence + " when perplexity rises by more than PCT percent");
 }
 
 std::string CheckReport::Line() const {

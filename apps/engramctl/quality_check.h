@@ -9,6 +9,10 @@
 #include "engram/config/config.h"
 #include "engram/table/quantize.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace engramctl {
 
 // What the gate measured: the model on the corpus with each table, and the rows it reads.
@@ -31,5 +35,14 @@ CheckReport RunCheck(const std::string& config_path, const std::string& source,
                      int threads, const engram::config::Config& cfg, engram::base::Reporter& rep);
 
 std::string Fmt(const char* format, double v);
+
+// The gate's flags, shared by quantize and verify: --check-corpus, --check-max-tokens, --max-kl,
+// --max-ppl-increase. `consequence` says what passing a bound does ("refuse ...", "a problem").
+struct CheckFlags {
+  std::string corpus;
+  uint64_t max_tokens = 0;                    // 0 = all
+  double max_kl = -1, max_ppl_increase = -1;  // < 0: off
+};
+void AddCheckFlags(CLI::App* app, CheckFlags* flags, const std::string& consequence);
 
 }  // namespace engramctl

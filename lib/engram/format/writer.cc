@@ -14,6 +14,7 @@
 #include "engram/base/endian.h"
 #include "engram/base/error.h"
 #include "engram/base/file.h"
+#include "engram/base/json.h"
 #include "engram/base/resource.h"
 #include "engram/hash/checksum.h"
 
@@ -208,6 +209,23 @@ void TableWriter::Commit(base::Reporter& reporter) {
   map_ = base::MappedFile();
   base_ = nullptr;
   temp_.Commit();
+}
+
+std::string AddProvenanceStep(const std::string& old, const std::string& key,
+                              std::vector<std::pair<std::string, base::Json>> step) {
+  base::Json j;
+  try {
+    j = base::Json::Parse(old, "provenance", 32);
+  } catch (const Error&) {
+  }
+  if (!j.is_object()) j = base::Json::MakeObject({{"previous", base::Json::MakeString(old)}});
+  std::vector<base::Json> steps;
+  if (const base::Json* f = j.Find(key); f && f->is_array()) steps = f->items();
+  step.emplace_back("unix", base::Json::MakeNumber(static_cast<int64_t>(base::UnixNow())));
+  steps.push_back(base::Json::MakeObject(std::move(step)));
+  if (steps.size() > 100) steps.erase(steps.begin(), steps.end() - 100);
+  j.Set(key, base::Json::MakeArray(std::move(steps)));
+  return j.Dump();
 }
 
 }  // namespace engram::format

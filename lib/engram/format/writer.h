@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engram/base/file.h"
+#include "engram/base/json.h"
 #include "engram/base/reporter.h"
 #include "engram/format/format.h"
 #include "engram/format/layout.h"
@@ -73,6 +74,12 @@ class TableWriter {
   std::string provenance_ = "{}";
   std::basic_string<uint8_t> facts_;
 };
+
+// PROVENANCE (§3.5) with one more step of a table's history: `step` (a JSON object; "unix" is
+// added) appended to the array `key` of the old text, which keeps its last 100 steps so that the
+// section stays small. Old text that is not a JSON object is kept as {"previous": old}.
+std::string AddProvenanceStep(const std::string& old, const std::string& key,
+                              std::vector<std::pair<std::string, base::Json>> step);
 
 // Reserves [offset, offset+len) of fd on disk; ENOSPC becomes a clear kIo "disk full" error.
 void Reserve(int fd, uint64_t offset, uint64_t len, const std::string& path);

@@ -61,20 +61,8 @@ void Step(const char* name) {
 }
 
 std::string FoldedProvenance(const std::string& old, uint64_t entries) {
-  base::Json j;
-  try {
-    j = base::Json::Parse(old, "provenance", 32);
-  } catch (const Error&) {
-  }
-  if (!j.is_object()) j = base::Json::MakeObject({{"previous", base::Json::MakeString(old)}});
-  std::vector<base::Json> folds;
-  if (const base::Json* f = j.Find("folded"); f && f->is_array()) folds = f->items();
-  folds.push_back(base::Json::MakeObject(
-      {{"entries", base::Json::MakeNumber(static_cast<int64_t>(entries))},
-       {"unix", base::Json::MakeNumber(static_cast<int64_t>(base::UnixNow()))}}));
-  if (folds.size() > 100) folds.erase(folds.begin(), folds.end() - 100);  // PROVENANCE stays small
-  j.Set("folded", base::Json::MakeArray(std::move(folds)));
-  return j.Dump();
+  return format::AddProvenanceStep(
+      old, "folded", {{"entries", base::Json::MakeNumber(static_cast<int64_t>(entries))}});
 }
 
 // Rows of the committed journal in bucket order: the last entry per row (index into committed).

@@ -52,22 +52,11 @@ void AddRow(std::span<const float> src, std::span<const float> out, RowError* e)
 
 std::string QuantizedProvenance(const std::string& old, base::DType from, base::DType to,
                                 uint64_t journal_entries) {
-  base::Json j;
-  try {
-    j = base::Json::Parse(old, "provenance", 32);
-  } catch (const Error&) {
-  }
-  if (!j.is_object()) j = base::Json::MakeObject({{"previous", base::Json::MakeString(old)}});
-  std::vector<base::Json> steps;
-  if (const base::Json* q = j.Find("quantized"); q && q->is_array()) steps = q->items();
-  steps.push_back(base::Json::MakeObject(
+  return format::AddProvenanceStep(
+      old, "quantized",
       {{"from", base::Json::MakeString(std::string(base::DTypeName(from)))},
        {"to", base::Json::MakeString(std::string(base::DTypeName(to)))},
-       {"journal_entries_folded", base::Json::MakeNumber(static_cast<int64_t>(journal_entries))},
-       {"unix", base::Json::MakeNumber(static_cast<int64_t>(base::UnixNow()))}}));
-  if (steps.size() > 100) steps.erase(steps.begin(), steps.end() - 100);
-  j.Set("quantized", base::Json::MakeArray(std::move(steps)));
-  return j.Dump();
+       {"journal_entries_folded", base::Json::MakeNumber(static_cast<int64_t>(journal_entries))}});
 }
 
 }  // namespace
