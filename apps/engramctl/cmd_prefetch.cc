@@ -30,7 +30,7 @@ void AddPrefetchCommand(CLI::App& app) {
               "Warm, then pin the table in memory (mlock) until interrupted, like vmtouch -l");
   s->add_flag("--evict", f->evict, "Drop the table from the page cache");
   s->add_option("--budget", f->budget,
-                "Warm at most SIZE (e.g. 4G), hottest first: metadata, owner tags and fp8 scales, "
+                "Warm at most SIZE (e.g. 4G), hottest first: metadata, owner tags and scales, "
                 "then the row pages the build corpus's lookups hit most (STATS); with --lock, pin "
                 "only those");
   s->add_option("--hot", f->hot,

@@ -25,7 +25,7 @@ struct HotsetPoint {
 struct HotsetResult {
   uint64_t lookups = 0;
   uint64_t distinct_rows = 0;  // = the lookups that touch a row first (no cache can hit them)
-  uint64_t bytes_per_row = 0;  // row, fp8 scales and owner tag
+  uint64_t bytes_per_row = 0;  // row, its scales (fp8, int8, int4) and owner tag
   uint64_t table_rows = 0;
   // hits_at[d]: lookups whose row was last read d distinct rows ago (an LRU cache of more than d
   // rows hits them).

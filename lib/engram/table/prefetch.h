@@ -42,11 +42,11 @@ struct WarmResult {
 WarmResult Warm(const std::string& path, int threads, base::Reporter& reporter);
 
 // Warms at most `budget` bytes of a table, hottest first: the header and metadata, then the
-// sections every lookup reads beside its row (TAGS, and SCALES for fp8), then the pages of ROWS
-// in order of the build corpus's lookups that land on them (STATS total_count), for a table that
-// cannot be resident whole; or, given `hot_rows` (the row reads of a trace: hotset's RowTrace of
-// `serve --trace` or a corpus), in order of that trace's reads. Throws kInvalidArgument for a table
-// without STATS when no trace is given.
+// sections every lookup reads beside its row (TAGS, and SCALES for the scaled dtypes), then the
+// pages of ROWS in order of the build corpus's lookups that land on them (STATS total_count), for a
+// table that cannot be resident whole; or, given `hot_rows` (the row reads of a trace: hotset's
+// RowTrace of `serve --trace` or a corpus), in order of that trace's reads. Throws kInvalidArgument
+// for a table without STATS when no trace is given.
 struct BudgetResult {
   uint64_t budget = 0;
   uint64_t bytes = 0;         // file size
