@@ -100,6 +100,14 @@ void AddQuantizeCommand(CLI::App& app) {
     if (check) {
       c = RunCheck(f->config_path, f->o.input, staged.path(), f->check.corpus,
                    f->check.max_tokens ? f->check.max_tokens : UINT64_MAX, f->o.threads, *cfg, rep);
+      // A signal during the model's run (which does not stop for it) still stops the command here,
+      // before anything is moved into place.
+      if (const int sig = engram::base::PendingInterrupt()) {
+        std::fprintf(stderr, "engramctl quantize: %s: interrupted; nothing written\n",
+                     final_out.c_str());
+        CommandExit() = 128 + sig;
+        return;
+      }
       refused = c.Exceeds(f->check.max_kl, f->check.max_ppl_increase);
       if (refused.empty()) {
         ENGRAM_CHECK(
