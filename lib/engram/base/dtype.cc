@@ -308,11 +308,14 @@ void DecodeRow(DType t, const uint8_t* in, const uint8_t* scales, std::span<floa
       return;
     }
     case DType::kI4:
-      for (size_t i = 0; i < n; ++i) {
+      for (size_t b = 0; b < n; b += kI4BlockSize) {  // a block's scale decoded once
         uint16_t h;
-        std::memcpy(&h, scales + 2 * (i / kI4BlockSize), 2);
-        const int nib = i % 2 ? in[i / 2] >> 4 : in[i / 2] & 0x0F;
-        out[i] = static_cast<float>(nib - 8) * F16ToFloat(h);
+        std::memcpy(&h, scales + 2 * (b / kI4BlockSize), 2);
+        const float s = F16ToFloat(h);
+        for (size_t i = b; i < std::min(n, b + kI4BlockSize); ++i) {
+          const int nib = i % 2 ? in[i / 2] >> 4 : in[i / 2] & 0x0F;
+          out[i] = static_cast<float>(nib - 8) * s;
+        }
       }
       return;
   }
@@ -419,19 +422,15 @@ size_t FirstNonFinite(DType t, const uint8_t* in, const uint8_t* scales, size_t 
       }
       return n;
     case DType::kI8:
-    case DType::kI4: {  // an unsafe scale: decode its values
+    case DType::kI4: {  // an unsafe scale: decode the values, 32 at a time (an int4 block)
       std::array<float, kI4BlockSize> v;
-      const size_t block = t == DType::kI8 ? n : kI4BlockSize;
-      for (size_t b = 0; b < n; b += block) {
-        const size_t len = std::min(block, n - b);
-        for (size_t i = 0; i < len; i += v.size()) {
-          const size_t m = std::min(v.size(), len - i);
-          // int8: the row's one scale; int4: this block's.
-          DecodeRow(t, in + RowBytes(t, b + i), scales + (t == DType::kI8 ? 0 : 2 * (b / block)),
-                    std::span<float>(v.data(), m));
-          for (size_t k = 0; k < m; ++k)
-            if (!std::isfinite(v[k])) return b + i + k;
-        }
+      for (size_t b = 0; b < n; b += v.size()) {
+        const size_t m = std::min(v.size(), n - b);
+        // int8: the row's one scale; int4: this block's.
+        DecodeRow(t, in + RowBytes(t, b), scales + (t == DType::kI8 ? 0 : 2 * (b / kI4BlockSize)),
+                  std::span<float>(v.data(), m));
+        for (size_t k = 0; k < m; ++k)
+          if (!std::isfinite(v[k])) return b + k;
       }
       return n;
     }

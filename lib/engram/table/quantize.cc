@@ -111,7 +111,6 @@ QuantizeResult Quantize(const QuantizeOptions& o, base::Reporter& reporter) {
   std::vector<RowError> errors(threads);
   std::atomic<uint64_t> bad_row{UINT64_MAX}, done{0};
   std::atomic<bool> stop{false};
-  std::atomic<int> bad_kind{0};  // 1: a value the target cannot hold; 2: a non-finite source
   const uint64_t in_stride = src.row_stride(), in_sstride = src.scale_stride(),
                  out_stride = dst.row_stride(), out_sstride = dst.scale_stride();
 #pragma omp parallel num_threads(threads)
@@ -143,7 +142,6 @@ QuantizeResult Quantize(const QuantizeOptions& o, base::Reporter& reporter) {
           uint64_t cur = bad_row.load();
           while (row < cur && !bad_row.compare_exchange_weak(cur, row)) {
           }
-          bad_kind = finite ? 1 : 2;
           stop = true;
           break;
         }
@@ -168,8 +166,12 @@ QuantizeResult Quantize(const QuantizeOptions& o, base::Reporter& reporter) {
     std::vector<float> x(D);
     view->DecodeRowTo(row, x);
     float amax = 0;
-    for (float v : x) amax = std::max(amax, std::fabs(v));
-    ENGRAM_CHECK(bad_kind.load() != 2, Code::kInvalidArgument,
+    bool finite = true;
+    for (float v : x) {
+      finite &= std::isfinite(v);
+      amax = std::max(amax, std::fabs(v));
+    }
+    ENGRAM_CHECK(finite, Code::kInvalidArgument,
                  o.input << ": row " << row << " holds a non-finite value (Inf or NaN); run "
                          << "'engramctl verify " << o.input << "' and repair the table first");
     ENGRAM_THROW(Code::kInvalidArgument,
