@@ -26,8 +26,11 @@ std::string Rate(double per_s, std::string_view unit) {
   else if (per_s >= 1e3)
     std::snprintf(buf, sizeof buf, "%.1fk %.*s/s", per_s / 1e3, static_cast<int>(unit.size()),
                   unit.data());
-  else
+  else if (per_s >= 10)
     std::snprintf(buf, sizeof buf, "%.0f %.*s/s", per_s, static_cast<int>(unit.size()),
+                  unit.data());
+  else  // a slow rate (a fit's steps) keeps two significant digits rather than reading "0"
+    std::snprintf(buf, sizeof buf, "%.2g %.*s/s", per_s, static_cast<int>(unit.size()),
                   unit.data());
   return buf;
 }
