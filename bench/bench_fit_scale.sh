@@ -89,6 +89,16 @@ print(f"{name:>12} | {eff:6.1%} | {par:6.1%} | {reph:6.1%} | {nm_chg:6.1%} | {nm
 PY
 }
 
+nm_line() {  # nm_line FIT_JSON...: the fit's own near misses (each entry's frame, another subject)
+  $PY - "$@" <<'PY'
+import json, sys
+n = [json.load(open(f))['fit']['near_misses'] for f in sys.argv[1:]]
+a, c, s = (sum(x[k] for x in n) for k in ('asked', 'changed', 'say_target'))
+print(f"    the fit's own near misses: {a} asked, {c} changed their first token ({c / max(a, 1):.1%}), "
+      f"{s} now say a fitted target ({s / max(a, 1):.1%})")
+PY
+}
+
 echo "bench_fit_scale: demo model, bf16 table 2^16 buckets, 1 thread; metrics after folding"
 echo "        run |    eff |   para | rephr | nm chg | leak | ctrl | ppl    | facts --check   | s/fact"
 echo "  before issue 31 (main 5885d54, its own 1,000-fact set): batch 10: 100% 100% - 0% - - +0.09% 0.8 s/fact;"
@@ -102,6 +112,7 @@ for n in $sizes; do
   echo "$s1 - $s0" | bc > fit_seconds
   $E -q sort-buckets t.engram
   measure "batch $n" "$n"
+  nm_line fit_$n.json
 done
 if [[ -n $seq ]]; then
   k=${seq%x*} m=${seq#*x}
@@ -121,6 +132,7 @@ if [[ -n $seq ]]; then
   done
   echo "$total" > fit_seconds
   measure "seq $seq" "$((k * m))"
+  nm_line seq_*.json
   # the first M facts, at the end
   # (facts --check exits 3 when any fact fails; its JSON is what is read here)
   { $E facts --config c.toml --check -t 1 --json 2>/dev/null || true; } | $PY -c "
@@ -138,4 +150,5 @@ if [[ -n $phr ]]; then
   echo "$s1 - $s0" | bc > fit_seconds
   $E -q sort-buckets t.engram
   measure "2 phrasings $phr" "$phr"
+  nm_line phr.json
 fi

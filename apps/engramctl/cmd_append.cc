@@ -46,7 +46,16 @@ std::string FitJson(const engram::model::FitResult& r) {
          ",\"rows_frequent_owner\":" + std::to_string(e.rows_frequent_owner) +
          ",\"rows_kept_frequent\":" + std::to_string(e.rows_kept_frequent) +
          ",\"rows_kept_busy\":" + std::to_string(e.rows_kept_busy) +
-         ",\"subject_rows\":" + (e.subject_rows ? "true" : "false") + ",\"warnings\":[";
+         ",\"subject_rows\":" + (e.subject_rows ? "true" : "false") + ",\"near_misses\":[";
+    for (size_t k = 0; k < e.near_misses.size(); ++k) {
+      const auto& m = e.near_misses[k];
+      j += std::string(k ? "," : "") + "{\"prompt\":" + JsonString(m.prompt) +
+           ",\"kl\":" + Num(m.kl, "%.4g") +
+           ",\"first_token_changed\":" + (m.first_token_changed ? "true" : "false") +
+           ",\"says\":" + JsonString(m.says) + ",\"greedy_before\":" + JsonString(m.greedy_before) +
+           ",\"greedy_after\":" + JsonString(m.greedy_after) + "}";
+    }
+    j += "],\"warnings\":[";
     for (size_t k = 0; k < e.warnings.size(); ++k) j += (k ? "," : "") + JsonString(e.warnings[k]);
     j += "]}";
   }
@@ -56,9 +65,12 @@ std::string FitJson(const engram::model::FitResult& r) {
        ",\"trainable_rows\":" + std::to_string(r.trainable_rows) +
        ",\"kept_rows\":" + std::to_string(r.kept_rows) +
        ",\"busy_reads\":" + std::to_string(r.busy_reads) +
-       ",\"rows_written\":" + std::to_string(r.rows.size()) + ",\"dtype\":" + JsonString(r.dtype) +
-       ",\"steps\":" + std::to_string(r.steps) + ",\"rounds\":" + std::to_string(r.rounds) +
-       ",\"seconds\":" + Num(r.fit_seconds, "%.3f") +
+       ",\"rows_written\":" + std::to_string(r.rows.size()) +
+       ",\"near_misses\":{\"asked\":" + std::to_string(r.near_misses) +
+       ",\"changed\":" + std::to_string(r.near_misses_changed) +
+       ",\"say_target\":" + std::to_string(r.near_misses_say_target) + "}" +
+       ",\"dtype\":" + JsonString(r.dtype) + ",\"steps\":" + std::to_string(r.steps) +
+       ",\"rounds\":" + std::to_string(r.rounds) + ",\"seconds\":" + Num(r.fit_seconds, "%.3f") +
        ",\"loop_seconds\":" + Num(r.loop_seconds, "%.3f") +
        ",\"shrink_factor\":" + Num(r.shrink_factor, "%.4f") +
        ",\"ledger_facts\":" + std::to_string(r.ledger_facts) + ",\"ledger_kept\":[" +

@@ -238,6 +238,16 @@ class Fitter {
       }
     }
     res.fit_seconds = sw.Seconds();
+    {
+      Overlay ov = MakeOverlay(current_);
+      AskNearMisses(ov.map, &res);
+    }
+    if (res.near_misses > 0)
+      rep_.Log(LogLevel::kNote,
+               "near misses (each prompt's frame with another fact's subject): " +
+                   std::to_string(res.near_misses) + " asked, " +
+                   std::to_string(res.near_misses_changed) + " changed their first token, " +
+                   std::to_string(res.near_misses_say_target) + " now say the fitted target");
     Report(&res);
     const std::vector<float>& rounded = current_;
     // Rows whose stored value changes.
@@ -1181,16 +1191,26 @@ class Fitter {
     double nll = 0;
     for (size_t t = q.first; t + 1 < n; ++t) nll += out[t];
     *logprob = -nll;
-    // Greedy continuation.
-    std::vector<uint32_t> ids(q.ids.begin(), q.ids.begin() + q.first + 1);
-    std::vector<uint32_t> canon(q.canon.begin(), q.canon.begin() + q.first + 1);
-    std::vector<uint32_t> gen;
+    *greedy =
+        s_.tok->Decode(Greedy(std::vector<uint32_t>(q.ids.begin(), q.ids.begin() + q.first + 1),
+                              n - 1 - q.first, overlay, nullptr));
+  }
+
+  // The greedy continuation of `want` tokens after `prompt` (token ids), through
+  // Transformer::Forward with Engram rows under `overlay`; first_logits, when given, receives
+  // the logits after the prompt.
+  std::vector<uint32_t> Greedy(std::vector<uint32_t> ids, size_t want,
+                               const std::unordered_map<uint64_t, const float*>& overlay,
+                               std::vector<float>* first_logits) {
+    RowSource src(*s_.view, s_.table_layer);
+    std::vector<uint32_t> canon = s_.Canonical(ids), gen;
+    std::vector<float> out;
     model_->Reset();
     size_t t0 = 0;
-    const size_t want = n - 1 - q.first;
     const uint32_t V = s_.mc.vocab_size;
     while (gen.size() < want) {
-      forward(canon, t0, ids.size(), ids, nullptr, &out);
+      Step(src, src.Rows(canon), ids, t0, ids.size(), 0, overlay, nullptr, &out);
+      if (first_logits && gen.empty()) first_logits->assign(out.begin(), out.begin() + V);
       uint32_t next =
           static_cast<uint32_t>(std::max_element(out.begin(), out.begin() + V) - out.begin());
       gen.push_back(next);
@@ -1200,7 +1220,119 @@ class Fitter {
       canon.push_back(s_.Canonical(next));
       if (ids.size() > max_seq_) break;
     }
-    *greedy = s_.tok->Decode(gen);
+    return gen;
+  }
+
+  // Near misses for every entry (FitEntryReport::near_misses), asked with the table's rows and
+  // with the fitted ones (`overlay`). A prompt's frame and subject come from the other prompt
+  // (entry or ledger fact) it shares the most leading and trailing tokens with, at least one of
+  // each: the shared tokens are the frame, the rest the subject. An entry's near misses are its
+  // frame around other prompts' subjects, up to kNearMisses, that are not a fact's prompt.
+  void AskNearMisses(const std::unordered_map<uint64_t, const float*>& overlay, FitResult* res) {
+    constexpr size_t kNearMisses = 2;
+    using Ids = std::vector<uint32_t>;
+    std::vector<Ids> prompts;      // entries' first phrasings, then ledger facts' phrasings
+    std::vector<size_t> entry_of;  // task index of an entry's prompt; SIZE_MAX otherwise
+    for (size_t t = 0; t < tasks_.size(); ++t) {
+      if (tasks_[t].constraint || o_.entries[tasks_[t].entry].text) continue;
+      const Seq& q = seqs_[tasks_[t].seqs.front()];
+      prompts.emplace_back(q.ids.begin(), q.ids.begin() + q.first + 1);
+      entry_of.push_back(t);
+    }
+    const size_t n_entries = prompts.size();
+    if (n_entries == 0) return;
+    for (const format::Fact& f : ledger_)
+      for (const auto& p : f.prompts) {
+        prompts.push_back(p.ids);
+        entry_of.push_back(SIZE_MAX);
+      }
+    std::set<Ids> known(prompts.begin(), prompts.end());
+    struct Frame {
+      size_t pre = 0, suf = 0;  // tokens shared before and after the subject
+    };
+    std::vector<Frame> frames(prompts.size());
+    for (size_t a = 0; a < prompts.size(); ++a)
+      for (size_t b = 0; b < prompts.size(); ++b) {
+        const Ids &x = prompts[a], &y = prompts[b];
+        if (a == b || x == y) continue;
+        const size_t m = std::min(x.size(), y.size());
+        size_t pre = 0, suf = 0;
+        while (pre < m && x[pre] == y[pre]) ++pre;
+        while (suf < m - std::min(pre, m) && x[x.size() - 1 - suf] == y[y.size() - 1 - suf]) ++suf;
+        if (pre == 0 || suf == 0 || pre + suf >= x.size() || pre + suf >= y.size()) continue;
+        if (pre + suf > frames[a].pre + frames[a].suf) frames[a] = {pre, suf};
+      }
+    std::vector<Ids> subjects;  // distinct, in prompt order
+    {
+      std::set<Ids> seen;
+      for (size_t a = 0; a < prompts.size(); ++a) {
+        if (frames[a].pre == 0) continue;
+        Ids subj(prompts[a].begin() + frames[a].pre, prompts[a].end() - frames[a].suf);
+        if (seen.insert(subj).second) subjects.push_back(std::move(subj));
+      }
+    }
+    // A near miss is asked for as many tokens as the longest target, and flagged when it now
+    // starts with any target of the batch (its own fact's, or the fact whose subject it took).
+    std::vector<std::string> targets;
+    size_t want = 1;
+    for (size_t a = 0; a < n_entries; ++a) {
+      targets.push_back(TargetText(tasks_[entry_of[a]].seqs.front()));
+      want = std::max(want, tasks_[entry_of[a]].target_ids.size());
+    }
+    const uint32_t V = s_.mc.vocab_size;
+    std::vector<float> before, after;
+    for (size_t a = 0; a < n_entries; ++a) {
+      if (frames[a].pre == 0 || subjects.size() < 2) continue;
+      const size_t t = entry_of[a];
+      FitEntryReport& r = res->entries[t];
+      const Ids& x = prompts[a];
+      const Ids own(x.begin() + frames[a].pre, x.end() - frames[a].suf);
+      // Subjects taken in turn from a place that depends on the entry, so that entries of one
+      // frame are not all asked about the same subjects.
+      for (size_t i = 0; i < subjects.size() && r.near_misses.size() < kNearMisses; ++i) {
+        const Ids& subj = subjects[(a * 7919 + i) % subjects.size()];
+        if (subj == own) continue;
+        Ids nm(x.begin(), x.begin() + frames[a].pre);
+        nm.insert(nm.end(), subj.begin(), subj.end());
+        nm.insert(nm.end(), x.end() - frames[a].suf, x.end());
+        if (known.count(nm) || nm.size() > max_seq_) continue;
+        FitEntryReport::NearMiss m;
+        m.prompt = s_.tok->Decode(nm);
+        const Ids g0 = Greedy(nm, want, {}, &before), g1 = Greedy(nm, want, overlay, &after);
+        m.greedy_before = s_.tok->Decode(g0);
+        m.greedy_after = s_.tok->Decode(g1);
+        m.first_token_changed = g0.empty() || g1.empty() || g0[0] != g1[0];
+        for (const std::string& target : targets)
+          if (!target.empty() && m.greedy_after.starts_with(target) &&
+              !m.greedy_before.starts_with(target)) {
+            m.says = target;
+            break;
+          }
+        // KL(before || after) over the vocabulary, from the logits.
+        auto lse = [&](const std::vector<float>& z) {
+          const float mx = *std::max_element(z.begin(), z.begin() + V);
+          double s = 0;
+          for (uint32_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(z[v]) - mx);
+          return mx + std::log(s);
+        };
+        const double l0 = lse(before), l1 = lse(after);
+        double kl = 0;
+        for (uint32_t v = 0; v < V; ++v) {
+          const double lp0 = before[v] - l0, lp1 = after[v] - l1;
+          kl += std::exp(lp0) * (lp0 - lp1);
+        }
+        m.kl = std::max(0.0, kl);
+        ++res->near_misses;
+        res->near_misses_changed += m.first_token_changed;
+        res->near_misses_say_target += !m.says.empty();
+        if (!m.says.empty())
+          r.warnings.push_back("the near miss " + Quote(m.prompt) + " now says " + Quote(m.says) +
+                               ", a fitted target: its last words read rows this fit changed; "
+                               "fit it with its own target too, or reword the prompts so their "
+                               "last words carry the subject");
+        r.near_misses.push_back(std::move(m));
+      }
+    }
   }
 
   // Held-out perplexity with the table's rows and with the fitted ones.

@@ -88,6 +88,17 @@ struct FitEntryReport {
   size_t rows_frequent_owner = 0;  // ... whose base owner is another n-gram, frequent in corpus
   size_t rows_kept_frequent = 0;   // rows of its own n-grams left alone (--keep-frequent)
   size_t rows_kept_busy = 0;       // rows left alone because the corpus reads them often
+  // Near misses drawn automatically: the prompt's frame (the words it shares with another
+  // fact's prompt, before and after) with another fact's subject (the words in between), where
+  // that prompt is no fact of its own. Each is asked before and after the fit.
+  struct NearMiss {
+    std::string prompt;
+    double kl = 0;  // KL(before || after) of the next-token distribution after the prompt
+    bool first_token_changed = false;
+    std::string says;  // a target of this batch its greedy continuation now starts with, or ""
+    std::string greedy_before, greedy_after;
+  };
+  std::vector<NearMiss> near_misses;
   std::vector<std::string> warnings;
 };
 
@@ -139,6 +150,8 @@ struct FitResult {
   size_t preserve_rows = 0;      // trainable rows they read
   double preserve_kl = 0;        // their mean KL(unedited || fitted), before rounding
   double shrink_factor = 1;      // --shrink: mean factor left on the trainable rows' change
+  // Near misses over every entry: asked, first token changed, now saying a fitted target.
+  size_t near_misses = 0, near_misses_changed = 0, near_misses_say_target = 0;
 };
 
 // Returns a status (base/module_status.h): call it through base::CallModule.
