@@ -1250,9 +1250,11 @@ class Fitter {
     struct Frame {
       size_t pre = 0, suf = 0;  // tokens shared before and after the subject
     };
+    // Pairs with at least one entry: the cost grows with the batch times the ledger, not with
+    // the ledger squared.
     std::vector<Frame> frames(prompts.size());
     for (size_t a = 0; a < prompts.size(); ++a)
-      for (size_t b = 0; b < prompts.size(); ++b) {
+      for (size_t b = 0; b < (a < n_entries ? prompts.size() : n_entries); ++b) {
         const Ids &x = prompts[a], &y = prompts[b];
         if (a == b || x == y) continue;
         const size_t m = std::min(x.size(), y.size());
