@@ -1250,10 +1250,14 @@ class Fitter {
     struct Frame {
       size_t pre = 0, suf = 0;  // tokens shared before and after the subject
     };
-    // Pairs with at least one entry: the cost grows with the batch times the ledger, not with
-    // the ledger squared.
+    // A prompt's frame is the split (leading, trailing tokens shared) that the most other
+    // prompts share with it, among splits covering at least half of it; ties go to the longer.
+    // (The single closest prompt would often share part of the subject too: "Qu" of two
+    // invented names.) Pairs need at least one entry: the cost grows with the batch times the
+    // ledger, not with the ledger squared.
     std::vector<Frame> frames(prompts.size());
-    for (size_t a = 0; a < prompts.size(); ++a)
+    for (size_t a = 0; a < prompts.size(); ++a) {
+      std::map<std::pair<size_t, size_t>, size_t> splits;
       for (size_t b = 0; b < (a < n_entries ? prompts.size() : n_entries); ++b) {
         const Ids &x = prompts[a], &y = prompts[b];
         if (a == b || x == y) continue;
@@ -1262,8 +1266,17 @@ class Fitter {
         while (pre < m && x[pre] == y[pre]) ++pre;
         while (suf < m - std::min(pre, m) && x[x.size() - 1 - suf] == y[y.size() - 1 - suf]) ++suf;
         if (pre == 0 || suf == 0 || pre + suf >= x.size() || pre + suf >= y.size()) continue;
-        if (pre + suf > frames[a].pre + frames[a].suf) frames[a] = {pre, suf};
+        if (2 * (pre + suf) < x.size()) continue;
+        ++splits[{pre, suf}];
       }
+      size_t best = 0;
+      for (const auto& [split, count] : splits)
+        if (count > best ||
+            (count == best && split.first + split.second > frames[a].pre + frames[a].suf)) {
+          best = count;
+          frames[a] = {split.first, split.second};
+        }
+    }
     std::vector<Ids> subjects;  // distinct, in prompt order
     {
       std::set<Ids> seen;
