@@ -1224,10 +1224,10 @@ class Fitter {
   }
 
   // Near misses for every entry (FitEntryReport::near_misses), asked with the table's rows and
-  // with the fitted ones (`overlay`). A prompt's frame and subject come from the other prompt
-  // (entry or ledger fact) it shares the most leading and trailing tokens with, at least one of
-  // each: the shared tokens are the frame, the rest the subject. An entry's near misses are its
-  // frame around other prompts' subjects, up to kNearMisses, that are not a fact's prompt.
+  // with the fitted ones (`overlay`). A prompt's frame is the leading and trailing tokens it shares
+  // with the most other prompts (entries, ledger facts), the rest its subject. An entry's near
+  // misses are its frame around other prompts' subjects, up to kNearMisses, that are not a
+  // fact's prompt.
   void AskNearMisses(const std::unordered_map<uint64_t, const float*>& overlay, FitResult* res) {
     constexpr size_t kNearMisses = 2;
     using Ids = std::vector<uint32_t>;
