@@ -22,6 +22,7 @@
 #include "engram/format/safetensors.h"
 #include "engram/hash/addressing.h"
 #include "engram/hash/ngram_hash.h"
+#include "engram/model/sampling.h"
 #include "engram/model/setup.h"
 #include "engram/model/transformer.h"
 #include "engram/table/gather.h"
@@ -247,7 +248,7 @@ class Fitter {
                "near misses (each prompt's frame with another fact's subject): " +
                    std::to_string(res.near_misses) + " asked, " +
                    std::to_string(res.near_misses_changed) + " changed their first token, " +
-                   std::to_string(res.near_misses_say_target) + " now say the fitted target");
+                   std::to_string(res.near_misses_say_target) + " now say a fitted target");
     Report(&res);
     const std::vector<float>& rounded = current_;
     // Rows whose stored value changes.
@@ -1323,20 +1324,7 @@ class Fitter {
             m.says = target;
             break;
           }
-        // KL(before || after) over the vocabulary, from the logits.
-        auto lse = [&](const std::vector<float>& z) {
-          const float mx = *std::max_element(z.begin(), z.begin() + V);
-          double s = 0;
-          for (uint32_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(z[v]) - mx);
-          return mx + std::log(s);
-        };
-        const double l0 = lse(before), l1 = lse(after);
-        double kl = 0;
-        for (uint32_t v = 0; v < V; ++v) {
-          const double lp0 = before[v] - l0, lp1 = after[v] - l1;
-          kl += std::exp(lp0) * (lp0 - lp1);
-        }
-        m.kl = std::max(0.0, kl);
+        m.kl = CompareLogits(before.data(), after.data(), V).kl;
         ++res->near_misses;
         res->near_misses_changed += m.first_token_changed;
         res->near_misses_say_target += !m.says.empty();

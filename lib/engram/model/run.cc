@@ -31,28 +31,12 @@ struct PositionCompare {
 
 // KL(softmax(a) || softmax(b)), both NLLs of `target`, and whether the argmaxes agree; in double.
 PositionCompare ComparePosition(const float* a, const float* b, uint32_t V, uint32_t target) {
-  double ma = a[0], mb = b[0];
-  uint32_t ia = 0, ib = 0;
-  for (uint32_t v = 1; v < V; ++v) {
-    if (a[v] > ma) ma = a[v], ia = v;
-    if (b[v] > mb) mb = b[v], ib = v;
-  }
-  double za = 0, zb = 0;
-  for (uint32_t v = 0; v < V; ++v) {
-    za += std::exp(a[v] - ma);
-    zb += std::exp(b[v] - mb);
-  }
-  const double lza = ma + std::log(za), lzb = mb + std::log(zb);
-  double kl = 0;
-  for (uint32_t v = 0; v < V; ++v) {
-    const double la = a[v] - lza, lb = b[v] - lzb;
-    kl += std::exp(la) * (la - lb);
-  }
+  const LogitsCompare l = CompareLogits(a, b, V);
   PositionCompare c;
-  c.kl = std::max(0.0, kl);
-  c.nll_a = lza - a[target];
-  c.nll_b = lzb - b[target];
-  c.same_top1 = ia == ib;
+  c.kl = l.kl;
+  c.nll_a = l.lse_a - a[target];
+  c.nll_b = l.lse_b - b[target];
+  c.same_top1 = l.top_a == l.top_b;
   return c;
 }
 

@@ -55,4 +55,27 @@ uint32_t Sample(const float* logits, size_t V, const SamplingParams& o, std::mt1
   return c[keep - 1].second;
 }
 
+LogitsCompare CompareLogits(const float* a, const float* b, uint32_t V) {
+  LogitsCompare c;
+  double ma = a[0], mb = b[0];
+  for (uint32_t v = 1; v < V; ++v) {
+    if (a[v] > ma) ma = a[v], c.top_a = v;
+    if (b[v] > mb) mb = b[v], c.top_b = v;
+  }
+  double za = 0, zb = 0;
+  for (uint32_t v = 0; v < V; ++v) {
+    za += std::exp(a[v] - ma);
+    zb += std::exp(b[v] - mb);
+  }
+  c.lse_a = ma + std::log(za);
+  c.lse_b = mb + std::log(zb);
+  double kl = 0;
+  for (uint32_t v = 0; v < V; ++v) {
+    const double la = a[v] - c.lse_a, lb = b[v] - c.lse_b;
+    kl += std::exp(la) * (la - lb);
+  }
+  c.kl = std::max(0.0, kl);
+  return c;
+}
+
 }  // namespace engram::model

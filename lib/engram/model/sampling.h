@@ -1,5 +1,6 @@
 // Choosing the next token from a step's logits: llama.cpp's repetition penalty, then greedy or
-// temperature / top-k / top-p sampling. Shared by run and serve. Internal to libengram_model.so.
+// temperature / top-k / top-p sampling. Shared by run and serve. Also how two steps' logits
+// differ (run's table comparison, fit's near misses). Internal to libengram_model.so.
 #pragma once
 
 #include <cstddef>
@@ -24,5 +25,14 @@ uint32_t Sample(const float* logits, size_t V, const SamplingParams& p, std::mt1
 // has its logit divided by `penalty` if positive, multiplied if negative.
 void ApplyRepeatPenalty(const std::vector<uint32_t>& ids, double penalty, int last_n,
                         std::vector<float>* logits);
+
+// Two next-token distributions over the same V tokens, given as logits, in double:
+// KL(softmax(a) || softmax(b)), each one's log normaliser (log-sum-exp) and argmax (the first
+// highest logit).
+struct LogitsCompare {
+  double kl = 0, lse_a = 0, lse_b = 0;
+  uint32_t top_a = 0, top_b = 0;
+};
+LogitsCompare CompareLogits(const float* a, const float* b, uint32_t V);
 
 }  // namespace engram::model
