@@ -11,13 +11,15 @@
 # the target), unrelated controls' first token changed, held-out Brown perplexity change, facts
 # --check (holding, seconds), seconds per fact (whole append command), next to the numbers of
 # the algorithm before issue 31 (main 5885d54). 1 thread, greedy, bf16 demo table.
-#   [ENGRAM_BIN=copy/bin/engramctl] bench/bench_fit_scale.sh [WORKDIR] [SIZES] [SEQ] [PHRASINGS]
+#   [ENGRAM_BIN=copy/bin/engramctl] [FIT_FLAGS="--keep-near-misses 0"] \
+#     bench/bench_fit_scale.sh [WORKDIR] [SIZES] [SEQ] [PHRASINGS]
 #   defaults: build/bench/fit_scale "10 100 1000" "10x100" 100       (after ./scripts/demo.sh);
 #   "" skips a part
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 E=${ENGRAM_BIN:-$root/build/bin/engramctl}  # ENGRAM_BIN: a copy, so that a rebuild cannot pull it away
 PY=/usr/bin/python3
+read -ra fit_flags <<< "${FIT_FLAGS:-}"  # extra append --fit flags, for comparisons
 work=${1:-$root/build/bench/fit_scale}
 sizes=${2-10 100 1000}
 seq=${3-10x100}
@@ -107,7 +109,7 @@ for n in $sizes; do
   cp base.engram t.engram
   head -n "$n" "$facts" | $PY -c "import json,sys; [print(json.dumps({'prompt': json.loads(l)['prompt'], 'target': json.loads(l)['target']})) for l in sys.stdin]" > fit.jsonl
   s0=$(date +%s.%N)
-  $E -q append --config c.toml --entries fit.jsonl -t 1 --json > fit_$n.json
+  $E -q append --config c.toml --entries fit.jsonl -t 1 --json "${fit_flags[@]}" > fit_$n.json
   s1=$(date +%s.%N)
   echo "$s1 - $s0" | bc > fit_seconds
   $E -q sort-buckets t.engram
@@ -123,7 +125,7 @@ if [[ -n $seq ]]; then
     s0=$(date +%s.%N)
     # --force: an append that would break ledger facts is refused (exit 2, nothing written); a
     # user would reword, a bench cannot, so it writes anyway and counts the facts it broke.
-    $E -q append --config c.toml --entries fit.jsonl -t 1 --json --force > seq_$i.json
+    $E -q append --config c.toml --entries fit.jsonl -t 1 --json --force "${fit_flags[@]}" > seq_$i.json
     s1=$(date +%s.%N)
     $E -q sort-buckets t.engram
     sec=$(echo "$s1 - $s0" | bc)
@@ -145,7 +147,7 @@ if [[ -n $phr ]]; then
   cp base.engram t.engram
   head -n "$phr" "$facts" | $PY -c "import json,sys; [print(json.dumps({'prompts': json.loads(l)['prompts'], 'target': json.loads(l)['target']})) for l in sys.stdin]" > fit.jsonl
   s0=$(date +%s.%N)
-  $E -q append --config c.toml --entries fit.jsonl -t 1 --json > phr.json
+  $E -q append --config c.toml --entries fit.jsonl -t 1 --json "${fit_flags[@]}" > phr.json
   s1=$(date +%s.%N)
   echo "$s1 - $s0" | bc > fit_seconds
   $E -q sort-buckets t.engram

@@ -68,7 +68,8 @@ std::string FitJson(const engram::model::FitResult& r) {
        ",\"rows_written\":" + std::to_string(r.rows.size()) +
        ",\"near_misses\":{\"asked\":" + std::to_string(r.near_misses) +
        ",\"changed\":" + std::to_string(r.near_misses_changed) +
-       ",\"say_target\":" + std::to_string(r.near_misses_say_target) + "}" +
+       ",\"say_target\":" + std::to_string(r.near_misses_say_target) +
+       ",\"kept\":" + std::to_string(r.near_misses_kept) + "}" +
        ",\"dtype\":" + JsonString(r.dtype) + ",\"steps\":" + std::to_string(r.steps) +
        ",\"rounds\":" + std::to_string(r.rounds) + ",\"seconds\":" + Num(r.fit_seconds, "%.3f") +
        ",\"loop_seconds\":" + Num(r.loop_seconds, "%.3f") +
@@ -378,6 +379,12 @@ void AddAppendCommand(CLI::App& app) {
                 "Fit: a --preserve context is taken when it reads a fitted row fewer than this "
                 "many earlier contexts read")
       ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  s->add_option("--keep-near-misses", f->fo.keep_near_misses,
+                "Fit: near misses per prompt entry (its frame around another fact's subject) "
+                "that keep their next-token distribution during the fit (KL, weight "
+                "--preserve-weight); the next two are asked afterwards and reported")
+      ->check(CLI::Range(0, 16))
       ->capture_default_str();
   s->add_option("--check-corpus", f->fo.check_corpus,
                 "Fit: held-out text scored before and after (perplexity)");

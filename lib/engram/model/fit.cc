@@ -171,6 +171,7 @@ class Fitter {
     ChooseRows(&res);
     AddLedgerConstraints(&res);
     BuildBatch();
+    PlanNearMisses();
     AddPreservation(&res);
     lp_before_.resize(seqs_.size());
     greedy_before_.resize(seqs_.size());
@@ -430,6 +431,10 @@ class Fitter {
     anchor_.insert(anchor_.end(), fresh.begin(), fresh.end());
     current_.insert(current_.end(), fresh.begin(), fresh.end());
     for (size_t b = 0; b < seqs_.size(); ++b) FillSequence(src, b, SeqRows(b), seqs_[b].ids.size());
+    // The preservation contexts read the new trainable rows too.
+    for (size_t w = 0; w < keep_windows_.size(); ++w)
+      FillSequence(src, seqs_.size() + w, src.Rows(s_.Canonical(keep_windows_[w])),
+                   keep_windows_[w].size());
   }
 
  private:
@@ -1087,60 +1092,72 @@ class Fitter {
     }
   }
 
-  // Contexts of --preserve text that read trainable rows, appended to batch_ as preservation
-  // sequences: a window of the batch's length ending at such a position (its last position is
-  // the one kept), taken when it reads a trainable row that fewer than preserve_per_row earlier
-  // contexts read, until preserve_contexts are taken or the text ends.
+  // Preservation contexts appended to batch_ (each keeps the unedited model's next-token
+  // distribution at its last position): first each entry's kept near misses (PlanNearMisses),
+  // then contexts of --preserve text that read trainable rows: a window of the batch's length
+  // ending at such a position, taken when it reads a trainable row that fewer than
+  // preserve_per_row earlier contexts read, until preserve_contexts are taken or the text ends.
   void AddPreservation(FitResult* res) {
-    if (o_.preserve.empty() || row_ids_.empty() || o_.preserve_contexts <= 0) return;
+    const size_t T = static_cast<size_t>(batch_.T);
+    keep_windows_.clear();
+    const size_t kept = static_cast<size_t>(std::max(0, o_.keep_near_misses));
+    for (const auto& cands : nm_cands_)
+      for (size_t i = 0; i < std::min(kept, cands.size()); ++i)
+        keep_windows_.emplace_back(cands[i].end() - std::min(T, cands[i].size()), cands[i].end());
+    res->near_misses_kept = keep_windows_.size();
+    if (!o_.preserve.empty() && !row_ids_.empty() && o_.preserve_contexts > 0) {
+      const format::Layout& l = s_.view->layout();
+      const size_t per = l.spec.per_layer(), heads = l.spec.n_heads;
+      const size_t K = s_.table_layer.size(), want = static_cast<size_t>(o_.preserve_contexts);
+      RowSource src(*s_.view, s_.table_layer);
+      std::unordered_map<uint64_t, int> covered;  // trainable row -> contexts that read it
+      size_t taken = 0;
+      base::ForEachLine(o_.preserve, 1 << 20, [&](size_t, std::string_view line, bool too_long) {
+        if (taken >= want || too_long || line.empty()) return;
+        std::vector<uint32_t> ids = s_.tok->Encode(std::string(line));
+        auto rows = src.Rows(s_.Canonical(ids));
+        auto trainable_at = [&](size_t t, auto&& f) {  // f(row) for each trainable row read at t
+          for (size_t k = 0; k < K; ++k)
+            for (size_t c = 0; c < per; ++c) {
+              const uint64_t row = rows[k][t * per + c];
+              if (t + 1 >= ColumnOrder(c, heads) && trainable_.count(row)) f(row);
+            }
+        };
+        for (size_t t = 1; t < ids.size() && taken < want; ++t) {
+          bool fresh = false;
+          trainable_at(t, [&](uint64_t row) {
+            auto it = covered.find(row);
+            fresh |= it == covered.end() || it->second < o_.preserve_per_row;
+          });
+          if (!fresh) continue;
+          trainable_at(t, [&](uint64_t row) { ++covered[row]; });
+          keep_windows_.emplace_back(ids.begin() + (t + 1 > T ? t + 1 - T : 0),
+                                     ids.begin() + t + 1);
+          ++taken;
+        }
+      });
+      res->preserve_contexts = taken;
+      res->preserve_rows = covered.size();
+    }
+    if (keep_windows_.empty()) return;
     const format::Layout& l = s_.view->layout();
-    const size_t per = l.spec.per_layer(), heads = l.spec.n_heads, D = l.row_dim;
-    const size_t K = s_.table_layer.size();
-    const size_t T = static_cast<size_t>(batch_.T),
-                 want = static_cast<size_t>(o_.preserve_contexts);
-    RowSource src(*s_.view, s_.table_layer);
-    std::unordered_map<uint64_t, int> covered;   // trainable row -> contexts that read it
-    std::vector<std::vector<uint32_t>> windows;  // token ids
-    base::ForEachLine(o_.preserve, 1 << 20, [&](size_t, std::string_view line, bool too_long) {
-      if (windows.size() >= want || too_long || line.empty()) return;
-      std::vector<uint32_t> ids = s_.tok->Encode(std::string(line));
-      auto rows = src.Rows(s_.Canonical(ids));
-      auto trainable_at = [&](size_t t, auto&& f) {  // f(row) for each trainable row read at t
-        for (size_t k = 0; k < K; ++k)
-          for (size_t c = 0; c < per; ++c) {
-            const uint64_t row = rows[k][t * per + c];
-            if (t + 1 >= ColumnOrder(c, heads) && trainable_.count(row)) f(row);
-          }
-      };
-      for (size_t t = 1; t < ids.size() && windows.size() < want; ++t) {
-        bool fresh = false;
-        trainable_at(t, [&](uint64_t row) {
-          auto it = covered.find(row);
-          fresh |= it == covered.end() || it->second < o_.preserve_per_row;
-        });
-        if (!fresh) continue;
-        trainable_at(t, [&](uint64_t row) { ++covered[row]; });
-        windows.emplace_back(ids.begin() + (t + 1 > T ? t + 1 - T : 0), ids.begin() + t + 1);
-      }
-    });
-    if (windows.empty()) return;
-    const size_t B0 = static_cast<size_t>(batch_.batch), B = B0 + windows.size();
+    const size_t per = l.spec.per_layer(), D = l.row_dim, K = s_.table_layer.size();
+    const size_t B0 = static_cast<size_t>(batch_.batch), B = B0 + keep_windows_.size();
     batch_.batch = static_cast<int>(B);
-    batch_.preserve = static_cast<int>(windows.size());
+    batch_.preserve = static_cast<int>(keep_windows_.size());
     batch_.tokens.resize(B * T, 0);
     batch_.targets.resize(B * T, -1);
     for (size_t k = 0; k < K; ++k) {
       batch_.frozen[k].resize(B * T * per * D, 0.0f);
       batch_.train_index[k].resize(B * T * per, -1);
     }
-    for (size_t w = 0; w < windows.size(); ++w) {
-      const size_t b = B0 + w, n_tok = windows[w].size();
-      for (size_t t = 0; t < n_tok; ++t) batch_.tokens[b * T + t] = windows[w][t];
+    RowSource src(*s_.view, s_.table_layer);
+    for (size_t w = 0; w < keep_windows_.size(); ++w) {
+      const size_t b = B0 + w, n_tok = keep_windows_[w].size();
+      for (size_t t = 0; t < n_tok; ++t) batch_.tokens[b * T + t] = keep_windows_[w][t];
       batch_.targets[b * T + n_tok - 1] = 0;  // the kept position
-      FillSequence(src, b, src.Rows(s_.Canonical(windows[w])), n_tok);
+      FillSequence(src, b, src.Rows(s_.Canonical(keep_windows_[w])), n_tok);
     }
-    res->preserve_contexts = windows.size();
-    res->preserve_rows = covered.size();
   }
 
   // One Transformer::Forward step of one sequence: positions [t0, t1) of ids (RoPE positions
@@ -1224,30 +1241,35 @@ class Fitter {
     return gen;
   }
 
-  // Near misses for every entry (FitEntryReport::near_misses), asked with the table's rows and
-  // with the fitted ones (`overlay`). A prompt's frame is the leading and trailing tokens it shares
-  // with the most other prompts (entries, ledger facts), the rest its subject. An entry's near
-  // misses are its frame around other prompts' subjects, up to kNearMisses, that are not a
-  // fact's prompt.
-  void AskNearMisses(const std::unordered_map<uint64_t, const float*>& overlay, FitResult* res) {
-    constexpr size_t kNearMisses = 2;
+  // Each prompt entry's near misses (issue 31): a prompt's frame is the leading and trailing
+  // tokens it shares with the most other prompts (entries, ledger facts), the rest its subject.
+  // An entry's near misses are its frame around other prompts' subjects that are not a fact's
+  // prompt, in an order that depends on the entry (so that entries of one frame do not all take
+  // the same subjects): the first o_.keep_near_misses are kept by the fit (AddPreservation), the
+  // next kNearMisses are held out and asked after it (AskNearMisses).
+  static constexpr size_t kNearMisses = 2;
+  void PlanNearMisses() {
     using Ids = std::vector<uint32_t>;
-    std::vector<Ids> prompts;      // entries' first phrasings, then ledger facts' phrasings
-    std::vector<size_t> entry_of;  // task index of an entry's prompt; SIZE_MAX otherwise
+    nm_task_.clear();
+    nm_cands_.clear();
+    std::vector<Ids> prompts;  // entries' first phrasings, then ledger facts' phrasings
     for (size_t t = 0; t < tasks_.size(); ++t) {
       if (tasks_[t].constraint || o_.entries[tasks_[t].entry].text) continue;
       const Seq& q = seqs_[tasks_[t].seqs.front()];
       prompts.emplace_back(q.ids.begin(), q.ids.begin() + q.first + 1);
-      entry_of.push_back(t);
+      nm_task_.push_back(t);
     }
     const size_t n_entries = prompts.size();
+    nm_cands_.resize(n_entries);
     if (n_entries == 0) return;
     for (const format::Fact& f : ledger_)
-      for (const auto& p : f.prompts) {
-        prompts.push_back(p.ids);
-        entry_of.push_back(SIZE_MAX);
-      }
+      for (const auto& p : f.prompts) prompts.push_back(p.ids);
+    // Every phrasing of every fact is known: a near miss is never another fact's question.
     std::set<Ids> known(prompts.begin(), prompts.end());
+    for (const Task& task : tasks_)
+      if (!task.constraint)
+        for (size_t q : task.seqs)
+          known.emplace(seqs_[q].ids.begin(), seqs_[q].ids.begin() + seqs_[q].first + 1);
     struct Frame {
       size_t pre = 0, suf = 0;  // tokens shared before and after the subject
     };
@@ -1287,31 +1309,44 @@ class Fitter {
         if (seen.insert(subj).second) subjects.push_back(std::move(subj));
       }
     }
-    // A near miss is asked for as many tokens as the longest target, and flagged when it now
-    // starts with any target of the batch (its own fact's, or the fact whose subject it took).
-    std::vector<std::string> targets;
-    size_t want = 1;
-    for (size_t a = 0; a < n_entries; ++a) {
-      targets.push_back(TargetText(tasks_[entry_of[a]].seqs.front()));
-      want = std::max(want, tasks_[entry_of[a]].target_ids.size());
-    }
-    const uint32_t V = s_.mc.vocab_size;
-    std::vector<float> before, after;
+    const size_t want = static_cast<size_t>(std::max(0, o_.keep_near_misses)) + kNearMisses;
     for (size_t a = 0; a < n_entries; ++a) {
       if (frames[a].pre == 0 || subjects.size() < 2) continue;
-      const size_t t = entry_of[a];
-      FitEntryReport& r = res->entries[t];
       const Ids& x = prompts[a];
       const Ids own(x.begin() + frames[a].pre, x.end() - frames[a].suf);
-      // Subjects taken in turn from a place that depends on the entry, so that entries of one
-      // frame are not all asked about the same subjects.
-      for (size_t i = 0; i < subjects.size() && r.near_misses.size() < kNearMisses; ++i) {
+      for (size_t i = 0; i < subjects.size() && nm_cands_[a].size() < want; ++i) {
         const Ids& subj = subjects[(a * 7919 + i) % subjects.size()];
         if (subj == own) continue;
         Ids nm(x.begin(), x.begin() + frames[a].pre);
         nm.insert(nm.end(), subj.begin(), subj.end());
         nm.insert(nm.end(), x.end() - frames[a].suf, x.end());
         if (known.count(nm) || nm.size() > max_seq_) continue;
+        nm_cands_[a].push_back(std::move(nm));
+      }
+    }
+  }
+
+  // The held-out near misses of every entry (FitEntryReport::near_misses), asked with the
+  // table's rows and with the fitted ones (`overlay`).
+  void AskNearMisses(const std::unordered_map<uint64_t, const float*>& overlay, FitResult* res) {
+    using Ids = std::vector<uint32_t>;
+    const size_t n_entries = nm_task_.size();
+    if (n_entries == 0) return;
+    const size_t kept = static_cast<size_t>(std::max(0, o_.keep_near_misses));
+    // A near miss is asked for as many tokens as the longest target, and flagged when it now
+    // starts with any target of the batch (its own fact's, or the fact whose subject it took).
+    std::vector<std::string> targets;
+    size_t want = 1;
+    for (size_t a = 0; a < n_entries; ++a) {
+      targets.push_back(TargetText(tasks_[nm_task_[a]].seqs.front()));
+      want = std::max(want, tasks_[nm_task_[a]].target_ids.size());
+    }
+    const uint32_t V = s_.mc.vocab_size;
+    std::vector<float> before, after;
+    for (size_t a = 0; a < n_entries; ++a) {
+      FitEntryReport& r = res->entries[nm_task_[a]];
+      for (size_t i = kept; i < nm_cands_[a].size(); ++i) {
+        const Ids& nm = nm_cands_[a][i];
         FitEntryReport::NearMiss m;
         m.prompt = s_.tok->Decode(nm);
         const Ids g0 = Greedy(nm, want, {}, &before), g1 = Greedy(nm, want, overlay, &after);
@@ -1390,6 +1425,9 @@ class Fitter {
   std::vector<std::string> greedy_before_, greedy_after_;
   std::map<std::vector<uint32_t>, int> shared_ngrams_;  // n-gram -> facts whose prompts hold it
   std::vector<format::Fact> ledger_;                    // the table's ledger before this fit
+  std::vector<size_t> nm_task_;                         // PlanNearMisses: each prompt entry's task
+  std::vector<std::vector<std::vector<uint32_t>>> nm_cands_;  // ... and its near misses
+  std::vector<std::vector<uint32_t>> keep_windows_;  // preservation contexts, in batch order
   std::vector<std::vector<std::vector<uint64_t>>> seq_rows_;  // SeqRows' cache
   std::unordered_set<uint64_t> kept_;  // rows --keep-frequent or --keep-busy left alone somewhere
   uint32_t busy_ = 0;                  // --keep-busy's threshold in corpus reads

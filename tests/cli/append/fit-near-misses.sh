@@ -3,7 +3,8 @@
 # subject, where that is no fact's prompt, up to two an entry. Each gets the KL of its next-token
 # distribution, whether its first token changed, and the fitted target it now says, if any (with a
 # warning on the entry). Its answers before and after are run's greedy answers on the table before
-# and after the append, and a dry run reports the same near misses.
+# and after the append, and a dry run reports the same near misses. With --keep-near-misses 1 the
+# first near miss of each entry is kept by the fit (it moves less) and the next ones are reported.
 source $SRC/tests/cli/lib.sh
 demo_model m
 cat > facts.jsonl <<'J'
@@ -13,6 +14,8 @@ cat > facts.jsonl <<'J'
 {"prompt": "The longest river in Velmar is", "target": " the Arden"}
 J
 $E -q append --config m.toml --entries facts.jsonl -t 1 --dry-run --json > dry.json
+# --keep-near-misses 1: each entry's first near miss is kept by the fit, the next ones reported.
+$E -q append --config m.toml --entries facts.jsonl -t 1 --dry-run --json --keep-near-misses 1 > keep.json
 $PY - <<'PY'
 import json
 fit = json.load(open('dry.json'))['fit']
@@ -46,4 +49,11 @@ print('a said target is a fitted one, now and not before:', all(m['says'] in tar
       'counted:', fit['near_misses']['say_target'] == sum(bool(m['says']) for e, m in nm),
       'warned:', all(any(m['prompt'] in w and m['says'] in w for w in e['warnings']) for e, m in nm if m['says']))
 print('the dry run asked the same:', [e['near_misses'] for e in dry['entries']] == [e['near_misses'] for e in fit['entries']])
+keep = json.load(open('keep.json'))['fit']
+print('--keep-near-misses 1 kept', keep['near_misses']['kept'], 'and asked the others:',
+      [[m['prompt'] for m in e['near_misses']] for e in keep['entries']] ==
+      [[m['prompt'] for m in e['near_misses'][1:]] for e in dry['entries']])
+kl0 = sum(e['near_misses'][0]['kl'] for e in dry['entries']) / len(dry['entries'])
+print('the kept ones moved less than without keeping them:', keep['preserve']['kl'] < kl0,
+      'none kept by default:', dry['near_misses']['kept'] == 0 and dry['preserve']['kl'] == 0)
 PY
