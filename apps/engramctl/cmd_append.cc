@@ -66,7 +66,19 @@ std::string FitJson(const engram::model::FitResult& r) {
        ",\"kept_rows\":" + std::to_string(r.kept_rows) +
        ",\"busy_reads\":" + std::to_string(r.busy_reads) +
        ",\"rows_written\":" + std::to_string(r.rows.size()) +
-       ",\"near_misses\":{\"asked\":" + std::to_string(r.near_misses) +
+       ",\"exposure\":{\"share\":" + Num(r.exposure, "%.6g") + ",\"subtables\":[" +
+       [&] {
+         std::string k;
+         for (size_t i = 0; i < r.written_by_subtable.size(); ++i) {
+           const auto& w = r.written_by_subtable[i];
+           k += std::string(i ? "," : "") + "{\"layer\":" + std::to_string(w.layer_id) +
+                ",\"order\":" + std::to_string(w.order) + ",\"head\":" + std::to_string(w.head) +
+                ",\"written\":" + std::to_string(w.written) +
+                ",\"rows\":" + std::to_string(w.rows) + "}";
+         }
+         return k;
+       }() +
+       "]}" + ",\"near_misses\":{\"asked\":" + std::to_string(r.near_misses) +
        ",\"changed\":" + std::to_string(r.near_misses_changed) +
        ",\"say_target\":" + std::to_string(r.near_misses_say_target) +
        ",\"kept\":" + std::to_string(r.near_misses_kept) + "}" +

@@ -255,6 +255,7 @@ class Fitter {
     // Rows whose stored value changes.
     const size_t D = l.row_dim;
     std::vector<uint8_t> a(l.row_stride() + l.scale_stride()), b(a.size());
+    std::vector<uint64_t> written;
     for (size_t i = 0; i < row_info_.size(); ++i) {
       std::span<const float> old(anchor_.data() + i * D, D), now(rounded.data() + i * D, D);
       base::EncodeRow(l.dtype, old, a.data(), a.data() + l.row_stride());
@@ -263,10 +264,57 @@ class Fitter {
       FitRow fr = row_info_[i];
       fr.value.assign(now.begin(), now.end());
       res.rows.push_back(std::move(fr));
+      written.push_back(row_ids_[i]);
     }
+    ReportExposure(written, &res);
     if (!o_.check_corpus.empty()) CheckCorpus(rounded, &res);
     return res;
   }
+
+  // The share of text positions that read at least one row this fit writes, were their n-grams
+  // hashed uniformly: a position reads one row of every sub-table, so it is 1 - the product over
+  // sub-tables of (1 - rows written in it / its rows). Every such position sees a fitted value
+  // meant for another context (a hash collision): unrelated prompts may change, and the share
+  // grows with the facts per bucket. A table tiled to more buckets keeps the same answers with
+  // fewer collisions.
+  void ReportExposure(const std::vector<uint64_t>& written, FitResult* res) {
+    const format::Layout& l = s_.view->layout();
+    const size_t subs = l.row_offsets.size();
+    std::vector<uint64_t> in_sub(subs, 0);
+    for (uint64_t row : written) {
+      const auto it = std::upper_bound(l.row_offsets.begin(), l.row_offsets.end(), row);
+      ++in_sub[static_cast<size_t>(it - l.row_offsets.begin()) - 1];
+    }
+    double untouched = 1.0;
+    for (size_t li = 0; li < l.spec.n_layers(); ++li)
+      for (uint32_t n = hash::kMinOrder; n <= l.spec.max_order; ++n)
+        for (uint32_t h = 0; h < l.spec.n_heads; ++h) {
+          const size_t k = l.spec.SubIndex(li, n, h);
+          const uint64_t rows =
+              (k + 1 < subs ? l.row_offsets[k + 1] : l.total_rows) - l.row_offsets[k];
+          if (rows == 0 || in_sub[k] == 0) continue;
+          untouched *= 1.0 - static_cast<double>(in_sub[k]) / static_cast<double>(rows);
+          res->written_by_subtable.push_back({l.spec.layer_ids[li], n, h, in_sub[k], rows});
+        }
+    res->exposure = 1.0 - untouched;
+    if (written.empty()) return;
+    char pct[32];
+    std::snprintf(pct, sizeof pct, "%.1f%%", 100.0 * res->exposure);
+    const std::string line = std::to_string(written.size()) + " rows written: about " + pct +
+                             " of the positions of unrelated text read at least one of them "
+                             "(hash collisions)";
+    const bool native = l.spec.mode == hash::AddressingMode::kNative;
+    if (res->exposure > kExposureWarn)
+      rep_.Log(LogLevel::kWarning,
+               line + "; such text may change its answers. Fit fewer facts into this table" +
+                   (native ? ", or fit them into a table built with more buckets per "
+                             "sub-table (a larger hash_buckets with build --values ... "
+                             "--tile-values: the same answers, fewer collisions)"
+                           : ""));
+    else
+      rep_.Log(LogLevel::kNote, line);
+  }
+  static constexpr double kExposureWarn = 0.05;
 
   // Optimises current_ for at most `steps` steps a round: the rows rounded to the table's dtype
   // after each round and every sequence checked again by greedy decoding; a sequence that held

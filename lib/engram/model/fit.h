@@ -158,6 +158,14 @@ struct FitResult {
   // Near misses over every entry: asked, first token changed, now saying a fitted target.
   size_t near_misses = 0, near_misses_changed = 0, near_misses_say_target = 0;
   size_t near_misses_kept = 0;  // near misses the fit kept as preservation contexts
+  // The share of text positions that read a row this fit writes, were n-grams hashed uniformly:
+  // 1 - the product over sub-tables of (1 - written / rows).
+  double exposure = 0;
+  struct SubtableRows {
+    uint32_t layer_id = 0, order = 0, head = 0;
+    uint64_t written = 0, rows = 0;
+  };
+  std::vector<SubtableRows> written_by_subtable;  // sub-tables with a row written
 };
 
 // Returns a status (base/module_status.h): call it through base::CallModule.

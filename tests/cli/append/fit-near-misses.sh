@@ -5,6 +5,7 @@
 # warning on the entry). Its answers before and after are run's greedy answers on the table before
 # and after the append, and a dry run reports the same near misses. With --keep-near-misses 1 the
 # first near miss of each entry is kept by the fit (it moves less) and the next ones are reported.
+# The fit's exposure (positions of other text that read a row it wrote) matches its rows.
 source $SRC/tests/cli/lib.sh
 demo_model m
 cat > facts.jsonl <<'J'
@@ -49,6 +50,14 @@ print('a said target is a fitted one, now and not before:', all(m['says'] in tar
       'counted:', fit['near_misses']['say_target'] == sum(bool(m['says']) for e, m in nm),
       'warned:', all(any(m['prompt'] in w and m['says'] in w for w in e['warnings']) for e, m in nm if m['says']))
 print('the dry run asked the same:', [e['near_misses'] for e in dry['entries']] == [e['near_misses'] for e in fit['entries']])
+# The exposure: the share of positions that read a written row, 1 - prod(1 - written / rows) over
+# the sub-tables the written rows fall in (the journal's entries).
+x = fit['exposure']
+prod = 1.0
+for w in x['subtables']: prod *= 1 - w['written'] / w['rows']
+print('exposure from the rows written:', abs(x['share'] - (1 - prod)) < 1e-5 * (1 - prod) and x['share'] > 0,
+      sum(w['written'] for w in x['subtables']) == fit['rows_written'] == json.load(open('fit.json'))['append']['entries'],
+      {w['rows'] for w in x['subtables']} == {65536})
 keep = json.load(open('keep.json'))['fit']
 print('--keep-near-misses 1 kept', keep['near_misses']['kept'], 'and asked the others:',
       [[m['prompt'] for m in e['near_misses']] for e in keep['entries']] ==
