@@ -11,8 +11,11 @@
 # the target), unrelated controls' first token changed, held-out Brown perplexity change, facts
 # --check (holding, seconds), seconds per fact (whole append command), next to the numbers of
 # the algorithm before issue 31 (main 5885d54). 1 thread, greedy, bf16 demo table.
-#   [ENGRAM_BIN=copy/bin/engramctl] [FIT_FLAGS="--keep-near-misses 0"] \
+#   [ENGRAM_BIN=copy/bin/engramctl] [FIT_FLAGS="--keep-near-misses 1"] [BUCKETS=262144] \
 #     bench/bench_fit_scale.sh [WORKDIR] [SIZES] [SEQ] [PHRASINGS]
+# BUCKETS: buckets per sub-table (default the demo's 65536); build --tile-values repeats the
+# trained rows, so every n-gram reads the same values and the unedited model answers the same,
+# but each fitted row is shared by fewer n-grams (one workdir per BUCKETS: base.engram is kept).
 #   defaults: build/bench/fit_scale "10 100 1000" "10x100" 100       (after ./scripts/demo.sh);
 #   "" skips a part
 set -euo pipefail
@@ -34,6 +37,7 @@ cd "$work"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 sed -e "s|\.\./\.\./build/demo/model|$model|" -e "s|\.\./\.\./build/demo/engram_weights/ngram_table_v3.bin|$work/t.engram|" \
   -e 's|prefetch = true|prefetch = false|' -e 's|deterministic_addressing = true|deterministic_addressing = false|' \
+  -e "s|^hash_buckets = 65536|hash_buckets = ${BUCKETS:-65536}|" \
   "$root/examples/demo/config.toml" > c.toml
 [[ -f base.engram ]] || $E -q build --config c.toml --corpus "$root/build/assets/brown/train.txt" \
   --values "$model" --tensor engram.table.weight --tile-values -o base.engram
@@ -91,17 +95,24 @@ print(f"{name:>12} | {eff:6.1%} | {par:6.1%} | {reph:6.1%} | {nm_chg:6.1%} | {nm
 PY
 }
 
-nm_line() {  # nm_line FIT_JSON...: the fit's own near misses (each entry's frame, another subject)
+nm_line() {  # nm_line FIT_JSON...: the fit's own near misses (each entry's frame, another subject),
+            # the rows written and the exposure
   $PY - "$@" <<'PY'
 import json, sys
-n = [json.load(open(f))['fit']['near_misses'] for f in sys.argv[1:]]
+fits = [json.load(open(f))['fit'] for f in sys.argv[1:]]
+n = [f['near_misses'] for f in fits]
 a, c, s = (sum(x[k] for x in n) for k in ('asked', 'changed', 'say_target'))
 print(f"    the fit's own near misses: {a} asked, {c} changed their first token ({c / max(a, 1):.1%}), "
       f"{s} now say a fitted target ({s / max(a, 1):.1%})")
+# exposure: the share of positions reading a row a fit wrote; appends add up (1 - prod(1 - x))
+left = 1.0
+for f in fits: left *= 1 - f['exposure']['share']
+print(f"    rows written: {sum(f['rows_written'] for f in fits)}, exposure {1 - left:.1%}"
+      + (" (appends taken as independent: rows written twice count twice)" if len(fits) > 1 else ""))
 PY
 }
 
-echo "bench_fit_scale: demo model, bf16 table 2^16 buckets, 1 thread; metrics after folding"
+echo "bench_fit_scale: demo model, bf16 table ${BUCKETS:-65536} buckets a sub-table, 1 thread; metrics after folding"
 echo "        run |    eff |   para | rephr | nm chg | leak | ctrl | ppl    | facts --check   | s/fact"
 echo "  before issue 31 (main 5885d54, its own 1,000-fact set): batch 10: 100% 100% - 0% - - +0.09% 0.8 s/fact;"
 echo "  batch 100: 89% 87% - 63% - - +0.53% 0.76; batch 1000: 47% 44% 0% 93% - - +5.7% 1.82; seq 10x100: 145/1000 hold"
