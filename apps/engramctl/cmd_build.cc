@@ -136,7 +136,8 @@ void AddMergeCommand(CLI::App& app) {
               "merge of such parts gives the same table, so merges can run as a tree");
   s->add_option("--memory", *memory,
                 "RAM for open parts, GNU sort units (e.g. 4G, 50%); more exact parts than it "
-                "holds are merged in rounds through temporary parts");
+                "holds are merged in rounds through temporary parts; half of it bounds the owner "
+                "cells (16 bytes a row), chosen in passes when the table has more");
   s->add_option("--temp-dir", mo->temp_dir,
                 "Where merge rounds write temporary parts (default: next to the output)");
   s->add_option("-t,--threads", mo->threads, "Threads (default: all cores)");
@@ -219,7 +220,9 @@ void AddBuildCommand(CLI::App& app) {
        "--block-tokens", f->o.block_tokens,
        "Tokens per work block (parallelism and shard granularity; results do not depend on it)")
       ->capture_default_str();
-  s->add_option("--memory", f->memory, "RAM budget for counting, GNU sort units (e.g. 4G, 50%)");
+  s->add_option("--memory", f->memory,
+                "RAM budget for counting, GNU sort units (e.g. 4G, 50%); half of it again bounds "
+                "the owner cells (16 bytes a row), chosen in passes when the table has more");
   s->add_option("--temp-dir", f->o.temp_dir,
                 "Directory for spill files (default: next to the output)");
   s->add_option("-t,--threads", f->o.threads, "Threads (default: all cores)");

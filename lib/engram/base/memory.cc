@@ -2,7 +2,10 @@
 #include "engram/base/memory.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -45,6 +48,22 @@ ZeroedBuffer& ZeroedBuffer::operator=(ZeroedBuffer&& o) noexcept {
 
 void ZeroedBuffer::Zero() noexcept {
   if (p_) std::memset(p_, 0, bytes_);
+}
+
+void ZeroedBuffer::ZeroRange(size_t off, size_t n) noexcept {
+  if (!p_ || n == 0) return;
+  auto* b = static_cast<uint8_t*>(p_);
+  if (bytes_ < kMapAbove) {
+    std::memset(b + off, 0, n);
+    return;
+  }
+  static const size_t kPage = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t lo = std::min(off + n, (off + kPage - 1) / kPage * kPage);
+  const size_t hi = std::max(lo, (off + n) / kPage * kPage);
+  std::memset(b + off, 0, lo - off);
+  // Private anonymous pages read as zeros after MADV_DONTNEED; where the advice fails, write them.
+  if (hi > lo && ::madvise(b + lo, hi - lo, MADV_DONTNEED) != 0) std::memset(b + lo, 0, hi - lo);
+  std::memset(b + hi, 0, off + n - hi);
 }
 
 void ZeroedBuffer::Grow(size_t bytes) {

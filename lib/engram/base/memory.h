@@ -22,6 +22,9 @@ class ZeroedBuffer {
   size_t size() const noexcept { return bytes_; }
   // Sets every byte to zero again.
   void Zero() noexcept;
+  // Sets bytes [off, off + n) to zero again. A mapped buffer gives their whole pages back to the
+  // kernel, so they stop counting as resident memory until they are written again.
+  void ZeroRange(size_t off, size_t n) noexcept;
   // Grows the buffer to `bytes` (>= size()), keeping its contents; the added bytes are zero. A
   // mapped buffer is remapped, not copied, so growing holds no second copy of the old bytes.
   void Grow(size_t bytes);

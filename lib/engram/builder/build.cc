@@ -85,9 +85,11 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
       need += approx_tokens * NgramCounter::BytesPerEntry(n);
       record_bytes += approx_tokens * (n * 4 + 8);
     }
-    // A shard keeps no table in memory; a whole build chooses owners in 16 bytes a row.
-    res.ram_estimate =
-        std::min(need, memory) + (sharded ? 0 : layout.total_rows * 16) + (128ull << 20);
+    // A shard keeps no table in memory; a whole build chooses owners in 16 bytes a row, in
+    // passes over the sub-tables when they do not fit half of --memory.
+    res.ram_estimate = std::min(need, memory) +
+                       (sharded ? 0 : std::min(layout.total_rows * 16, OwnerCellBudget(memory))) +
+                       (128ull << 20);
     // Spill runs hold at most every n-gram once per run, zstd-compressed (about 2x).
     res.temp_estimate =
         need > memory ? approx_tokens * orders * (layout.spec.max_order * 4 + 8) / 2 : 0;
@@ -99,9 +101,11 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
     if (sharded) res.part_estimate = layout.total_rows * 16 / o.shard_count;
   }
   if (sharded) {
-    // merge: the table is written through a mapping, plus the parts open at once.
+    // merge: the owner cells (exact: in passes within half of --memory, as a build chooses them;
+    // sketch: 16 bytes a row), plus the parts open at once.
+    const uint64_t cells = layout.total_rows * 16;
     res.merge_ram_estimate =
-        res.plan.file_size +
+        (o.owners == "exact" ? std::min(cells, OwnerCellBudget(memory)) : cells) +
         std::min<uint64_t>(o.shard_count, memory / (8ull << 20)) * (8ull << 20) + (128ull << 20);
   }
   res.layout = layout;
@@ -214,9 +218,10 @@ BuildResult Build(const BuildOptions& o, base::Reporter& reporter) {
   OwnerArrays oa{writer.tags(), writer.stats(), {}};
   if (!oa.stats) oa.own.assign(layout.total_rows, 0);
   if (exact) {
-    res.ngrams_distinct = exact->AssignOwners(layout, &oa, [&](uint64_t done, uint64_t total) {
-      reporter.Progress("assign owners", done, total, "counts");
-    });
+    res.ngrams_distinct = exact->AssignOwners(
+        layout, &oa, OwnerCellBudget(memory), [&](uint64_t done, uint64_t total) {
+          reporter.Progress("assign owners", done, total, "counts");
+        });
   } else {
     sketch->Finish(&oa);
   }

@@ -242,77 +242,111 @@ void WriteMergedPartStreams(const std::vector<ZstdReader*>& readers, uint32_t ma
   body.EndOrder();
 }
 
-uint64_t ExactCounter::AssignOwners(const format::Layout& l, OwnerArrays* oa,
+uint64_t ExactCounter::AssignOwners(const format::Layout& l, OwnerArrays* oa, uint64_t cell_budget,
                                     const std::function<void(uint64_t, uint64_t)>& progress) {
   const hash::AddressSpec& s = l.spec;
-  const uint64_t total = records();
+  const std::vector<OwnerPass> passes = PlanOwnerPasses(l, cell_budget);
   const int64_t shares = static_cast<int64_t>(threads_.size());
   const size_t jobs = s.n_layers() * s.n_heads;
+  // Progress counts the records each pass merges: every record once per pass with its order.
+  uint64_t order_passes = 0;
+  for (const OwnerPass& p : passes)
+    for (uint32_t n = hash::kMinOrder; n <= s.max_order; ++n) order_passes += p.HasOrder(l, n);
+  const uint64_t total = records() * order_passes / (s.max_order - hash::kMinOrder + 1);
   // Shares meet in the rows: one lock per sub-table, and each share starts at a different one.
   std::vector<std::mutex> locks(s.n_subtables());
   std::atomic<uint64_t> done{0}, distinct{0};
-  // Owners are chosen in packed row states (one cache line a row, not two), then copied out.
-  base::ZeroedBuffer state_buf(l.total_rows * sizeof(RowState));
-  const StateCells cells{static_cast<RowState*>(state_buf.data())};
-  std::exception_ptr error;
+  // Sorting an in-memory counter compacts it, so it is sorted once, for every pass that merges it
+  // with spill runs.
+  std::vector<std::vector<const uint32_t*>> sorted(
+      static_cast<size_t>(shares), std::vector<const uint32_t*>(s.max_order + 1, nullptr));
+  std::vector<bool> counted(s.max_order + 1, false);  // distinct n-grams of an order, once
+  // Owners are chosen in packed row states (one cache line a row, not two), a pass's rows at a
+  // time, then copied out.
+  uint64_t max_rows = 0;
+  for (const OwnerPass& p : passes) max_rows = std::max(max_rows, p.end_row - p.first_row);
+  base::ZeroedBuffer state_buf(max_rows * sizeof(RowState));
+  const TableCells table{oa};
+  for (const OwnerPass& pass : passes) {
+    const StateCells cells{static_cast<RowState*>(state_buf.data()), pass.first_row};
+    std::vector<bool> count_order(s.max_order + 1, false);
+    for (uint32_t n = hash::kMinOrder; n <= s.max_order; ++n)
+      if (pass.HasOrder(l, n) && !counted[n]) count_order[n] = counted[n] = true;
+    std::exception_ptr error;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(static_cast <int>(shares))
-  for (int64_t t = 0; t < shares; ++t) {
-    try {
-      std::vector<uint32_t> ids;
-      std::vector<uint64_t> counts(kAssignChunk);
-      std::vector<uint32_t> tags(kAssignChunk);
-      size_t m = 0;
-      for (uint32_t n = hash::kMinOrder; n <= s.max_order; ++n) {
-        ids.resize(kAssignChunk * n);
-        NgramCounter& c = threads_[t]->counters[n - hash::kMinOrder];
-        std::vector<std::unique_ptr<Source>> sources;
-        for (const Run& r : runs_)
-          if (r.order == n && r.share == t)
-            sources.push_back(std::make_unique<RunSource>(r.path, n));
-        const bool direct = sources.empty();  // the counter alone: complete, read unsorted
-        auto report = [&](uint64_t consumed) {
-          const uint64_t d = done += consumed;
-          if (t == 0 && progress) progress(d, total);
-        };
-        auto flush = [&] {
-          if (m == 0) return;
-          for (size_t k = 0; k < m; ++k) tags[k] = hash::OwnerTag(&ids[k * n], n, l.owner_tag_seed);
-          for (size_t j = 0; j < jobs; ++j) {
-            const size_t job = (j + static_cast<size_t>(t) * jobs / shares) % jobs;
-            const size_t li = job / s.n_heads;
-            const uint32_t h = static_cast<uint32_t>(job % s.n_heads);
-            std::lock_guard<std::mutex> lock(locks[s.SubIndex(li, n, h)]);
-            ApplyToSubTable(l, cells, li, h, n, ids.data(), counts.data(), tags.data(),
-                            static_cast<int64_t>(m));
+    for (int64_t t = 0; t < shares; ++t) {
+      try {
+        std::vector<uint32_t> ids;
+        std::vector<uint64_t> counts(kAssignChunk);
+        std::vector<uint32_t> tags(kAssignChunk);
+        size_t m = 0;
+        for (uint32_t n = hash::kMinOrder; n <= s.max_order; ++n) {
+          if (!pass.HasOrder(l, n)) continue;
+          ids.resize(kAssignChunk * n);
+          NgramCounter& c = threads_[t]->counters[n - hash::kMinOrder];
+          std::vector<std::unique_ptr<Source>> sources;
+          for (const Run& r : runs_)
+            if (r.order == n && r.share == t)
+              sources.push_back(std::make_unique<RunSource>(r.path, n));
+          const bool direct = sources.empty();  // the counter alone: complete, read unsorted
+          auto report = [&](uint64_t consumed) {
+            const uint64_t d = done += consumed;
+            if (t == 0 && progress) progress(std::min(d, total), total);
+          };
+          auto flush = [&] {
+            if (m == 0) return;
+            for (size_t k = 0; k < m; ++k)
+              tags[k] = hash::OwnerTag(&ids[k * n], n, l.owner_tag_seed);
+            for (size_t j = 0; j < jobs; ++j) {
+              const size_t job = (j + static_cast<size_t>(t) * jobs / shares) % jobs;
+              const size_t li = job / s.n_heads;
+              const uint32_t h = static_cast<uint32_t>(job % s.n_heads);
+              const size_t sub = s.SubIndex(li, n, h);
+              if (sub < pass.begin || sub >= pass.end) continue;
+              std::lock_guard<std::mutex> lock(locks[sub]);
+              ApplyToSubTable(l, cells, li, h, n, ids.data(), counts.data(), tags.data(),
+                              static_cast<int64_t>(m));
+            }
+            if (count_order[n]) distinct += m;
+            if (direct) report(m);
+            m = 0;
+          };
+          auto add = [&](const uint32_t* r, uint64_t count) {
+            std::memcpy(&ids[m * n], r, n * 4);
+            counts[m] = count;
+            if (++m == kAssignChunk) flush();
+          };
+          if (direct) {
+            c.ForEach(add);
+          } else {
+            if (c.size()) {
+              const uint32_t*& recs = sorted[t][n];
+              if (!recs) recs = c.SortRecords();
+              sources.push_back(std::make_unique<MemSource>(recs, c.size(), n));
+            }
+            KWayMerge(sources, n, add, report);
           }
-          distinct += m;
-          if (direct) report(m);
-          m = 0;
-        };
-        auto add = [&](const uint32_t* r, uint64_t count) {
-          std::memcpy(&ids[m * n], r, n * 4);
-          counts[m] = count;
-          if (++m == kAssignChunk) flush();
-        };
-        if (direct) {
-          c.ForEach(add);
-        } else {
-          if (c.size())
-            sources.push_back(std::make_unique<MemSource>(c.SortRecords(), c.size(), n));
-          KWayMerge(sources, n, add, report);
+          flush();
         }
-        flush();
-      }
-    } catch (...) {
+      } catch (...) {
 #pragma omp critical
-      if (!error) error = std::current_exception();
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    // Copied out in order, a block at a time; each block's state and table pages are given back
+    // as it is done (the page cache keeps the table's), so resident memory stays within the pass.
+    constexpr uint64_t kBlock = uint64_t{1} << 16;
+    const auto blocks = static_cast<int64_t>((pass.end_row - pass.first_row + kBlock - 1) / kBlock);
+#pragma omp parallel for schedule(static) num_threads(static_cast <int>(shares))
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint64_t r0 = pass.first_row + static_cast<uint64_t>(b) * kBlock;
+      const uint64_t r1 = std::min(pass.end_row, r0 + kBlock);
+      for (uint64_t r = r0; r < r1; ++r) table.Store(r, cells.rows[r - pass.first_row]);
+      table.Release(r0, r1);
+      state_buf.ZeroRange((r0 - pass.first_row) * sizeof(RowState), (r1 - r0) * sizeof(RowState));
     }
   }
-  if (error) std::rethrow_exception(error);
-  const int64_t rows = static_cast<int64_t>(l.total_rows);
-  const TableCells table{oa};
-#pragma omp parallel for schedule(static) num_threads(static_cast <int>(shares))
-  for (int64_t r = 0; r < rows; ++r) table.Store(static_cast<uint64_t>(r), cells.rows[r]);
   return distinct;
 }
 

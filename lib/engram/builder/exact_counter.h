@@ -39,7 +39,9 @@ class ExactCounter {
   // Returns the distinct n-grams. The arrays are overwritten, as for a new table: owners are
   // chosen in a packed copy of 16 bytes a row (one cache line a row), then copied in. Call it
   // once, instead of WriteMerged.
-  uint64_t AssignOwners(const format::Layout& layout, OwnerArrays* arrays,
+  // The cells are chosen in passes of at most `cell_budget` bytes (PlanOwnerPasses); each pass
+  // merges the records of its orders again.
+  uint64_t AssignOwners(const format::Layout& layout, OwnerArrays* arrays, uint64_t cell_budget,
                         const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 
   // Writes every order's merged records to a part stream: records of order 2, a terminator

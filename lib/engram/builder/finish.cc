@@ -1,8 +1,10 @@
 // Writer options, part options, provenance and the last steps of writing a table.
 #include "engram/builder/finish.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 #include "engram/base/file.h"
 #include "engram/builder/values.h"
@@ -75,26 +77,42 @@ format::WriterOptions WriterOptionsFor(const BuildOptions& o, int threads) {
 void FinishTable(format::TableWriter& writer, const format::Layout& layout, const BuildOptions& o,
                  const std::string& provenance, int threads, BuildResult* res,
                  base::Reporter& reporter) {
-  for (uint64_t r = 0; r < layout.total_rows; ++r)
-    res->owned_rows += writer.tags()[r] != hash::kNoOwner;
-  // Passes over the mapping unmap what they went through: a table larger than memory is never
-  // the process's resident memory (the page cache keeps the pages).
-  base::ReleaseMappedPages(writer.tags(), layout.total_rows * 4);
-  if (!o.values_path.empty())
+  // Passes over the mapping go a block of rows at a time and unmap what they went through: a
+  // table larger than memory is never the process's resident memory (the page cache keeps the
+  // pages).
+  constexpr uint64_t kBlock = uint64_t{1} << 20;
+  auto blocks = [&](const std::function<void(uint64_t r0, uint64_t r1)>& f) {
+    for (uint64_t r0 = 0; r0 < layout.total_rows; r0 += kBlock)
+      f(r0, std::min(layout.total_rows, r0 + kBlock));
+  };
+  blocks([&](uint64_t r0, uint64_t r1) {
+    for (uint64_t r = r0; r < r1; ++r) res->owned_rows += writer.tags()[r] != hash::kNoOwner;
+    base::ReleaseMappedPages(writer.tags() + r0, (r1 - r0) * 4);
+  });
+  if (!o.values_path.empty()) {
     CopyValues(o, layout, writer.rows(), writer.scales(), reporter);
-  else if (o.init == "normal")
+  } else if (o.init == "normal") {
     FillNormal(layout, o.init_seed, o.init_std, writer.rows(), writer.scales(), threads);
-  else if (layout.dtype == base::DType::kF8E4M3)
-    std::memset(writer.scales(), 127, layout.total_rows * layout.scale_stride());
+  } else if (layout.dtype == base::DType::kF8E4M3) {
+    const uint64_t ss = layout.scale_stride();
+    blocks([&](uint64_t r0, uint64_t r1) {
+      std::memset(writer.scales() + r0 * ss, 127, (r1 - r0) * ss);
+      base::ReleaseMappedPages(writer.scales() + r0 * ss, (r1 - r0) * ss);
+    });
+  }
   // What the table scores on its own corpus (owner counts / occurrences over every sub-table):
   // run and serve explain a request's hit rate against it.
   std::string prov = provenance;
-  const double share =
-      writer.stats()
-          ? format::OwnerShare({writer.stats(), layout.total_rows * format::kStatsRowSize})
-          : -1;
-  if (writer.stats())
-    base::ReleaseMappedPages(writer.stats(), layout.total_rows * format::kStatsRowSize);
+  double share = -1;
+  if (writer.stats()) {
+    uint64_t owner = 0, total = 0;
+    blocks([&](uint64_t r0, uint64_t r1) {
+      const uint8_t* st = writer.stats() + r0 * format::kStatsRowSize;
+      format::AddOwnerCounts({st, (r1 - r0) * format::kStatsRowSize}, &owner, &total);
+      base::ReleaseMappedPages(st, (r1 - r0) * format::kStatsRowSize);
+    });
+    if (total) share = static_cast<double>(owner) / static_cast<double>(total);
+  }
   if (share >= 0 && !prov.empty() && prov.back() == '}') {
     char rate[64];
     std::snprintf(rate, sizeof rate, ",\"corpus_hit_rate\":%.6f}", share);

@@ -20,6 +20,7 @@
 #include "engram/builder/exact_counter.h"
 #include "engram/builder/finish.h"
 #include "engram/builder/ngram_counter.h"
+#include "engram/builder/owner_cells.h"
 #include "engram/builder/part.h"
 #include "engram/builder/sketch_owners.h"
 #include "engram/builder/token_stream.h"
@@ -186,19 +187,40 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
   OwnerArrays oa{writer.tags(), writer.stats(), {}};
   if (!oa.stats) oa.own.assign(layout.total_rows, 0);
   if (h0.mode == "exact") {
-    std::vector<std::unique_ptr<ZstdReader>> readers;
-    std::vector<ZstdReader*> rs;
-    for (const auto& p : parts) {
-      readers.push_back(OpenPartBody(p));
-      rs.push_back(readers.back().get());
+    // Owners land in the table's TAGS and STATS, 16 bytes a row. When those exceed half of
+    // --memory they are chosen in passes over consecutive sub-tables, each reading the parts
+    // again, and a pass's pages are given back when it is done (the page cache keeps them).
+    const std::vector<OwnerPass> passes = PlanOwnerPasses(layout, OwnerCellBudget(memory));
+    std::vector<bool> counted(layout.spec.max_order + 1, false);
+    uint64_t distinct = 0;
+    for (size_t pi = 0; pi < passes.size(); ++pi) {
+      const OwnerPass& pass = passes[pi];
+      std::vector<std::unique_ptr<ZstdReader>> readers;
+      std::vector<ZstdReader*> rs;
+      for (const auto& p : parts) {
+        readers.push_back(OpenPartBody(p));
+        rs.push_back(readers.back().get());
+      }
+      OwnerAssigner assign(layout, &oa, threads, &pass);
+      for (uint32_t n = hash::kMinOrder; n <= layout.spec.max_order; ++n) {
+        // Orders come one after another in each part: one this pass does not need is read past.
+        const bool use = pass.HasOrder(layout, n), count = use && !counted[n];
+        counted[n] = counted[n] || use;
+        assign.BeginOrder(n);
+        MergePartStreams(rs, n, [&](const uint32_t* ids, uint64_t c) {
+          if (!use) return;
+          distinct += count;
+          assign.Add(ids, c);
+        });
+      }
+      assign.Flush();
+      if (passes.size() > 1) {
+        TableCells{&oa}.Release(pass.first_row, pass.end_row);
+        reporter.Progress("owner passes", pi + 1, passes.size(), "passes");
+      }
     }
-    OwnerAssigner assign(layout, &oa, threads);
-    for (uint32_t n = hash::kMinOrder; n <= layout.spec.max_order; ++n) {
-      assign.BeginOrder(n);
-      MergePartStreams(rs, n, [&](const uint32_t* ids, uint64_t count) { assign.Add(ids, count); });
-    }
-    assign.Flush();
-    res.ngrams_distinct = assign.distinct();
+    if (passes.size() > 1) reporter.ProgressDone("owner passes");
+    res.ngrams_distinct = distinct;
   } else {
     SketchOwners sk(layout, threads);
     for (const auto& p : parts) sk.ReadCells(*OpenPartBody(p));  // one open at a time

@@ -3,14 +3,46 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <exception>
 
 #include "engram/builder/owner_cells.h"
 
 namespace engram::builder {
 
-OwnerAssigner::OwnerAssigner(const format::Layout& layout, OwnerArrays* arrays, int threads)
-    : l_(layout), oa_(arrays), threads_(threads) {
+bool OwnerPass::HasOrder(const format::Layout& l, uint32_t n) const {
+  for (size_t li = 0; li < l.spec.n_layers(); ++li) {
+    const size_t first = l.spec.SubIndex(li, n, 0), last = first + l.spec.n_heads;
+    if (first < end && last > begin) return true;
+  }
+  return false;
+}
+
+std::vector<OwnerPass> PlanOwnerPasses(const format::Layout& l, uint64_t budget) {
+  const size_t subs = l.spec.n_subtables();
+  auto first_row = [&](size_t sub) { return sub < subs ? l.row_offsets[sub] : l.total_rows; };
+  const uint64_t budget_rows = std::max<uint64_t>(budget / sizeof(RowState), 1);
+  std::vector<OwnerPass> passes;
+  for (size_t b = 0; b < subs;) {
+    size_t e = b + 1;
+    while (e < subs && first_row(e + 1) - first_row(b) <= budget_rows) ++e;
+    passes.push_back({b, e, first_row(b), first_row(e)});
+    b = e;
+  }
+  return passes;
+}
+
+uint64_t OwnerCellBudget(uint64_t memory) {
+  // ENGRAM_TEST_OWNER_PASS_BYTES=N: passes of N bytes, so that tests on small tables take several.
+  const char* e = std::getenv("ENGRAM_TEST_OWNER_PASS_BYTES");
+  if (e && std::atoll(e) > 0) return static_cast<uint64_t>(std::atoll(e));
+  return std::max<uint64_t>(memory / 2, 64ull << 20);
+}
+
+OwnerAssigner::OwnerAssigner(const format::Layout& layout, OwnerArrays* arrays, int threads,
+                             const OwnerPass* pass)
+    : l_(layout), oa_(arrays), threads_(threads), pass_(pass) {
   counts_.resize(kAssignChunk);
   tags_.resize(kAssignChunk);
 }
@@ -43,6 +75,9 @@ void OwnerAssigner::Flush() {
   std::exception_ptr error;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
   for (int64_t job = 0; job < jobs; ++job) {
+    const size_t sub =
+        s.SubIndex(static_cast<size_t>(job) / s.n_heads, n, static_cast<uint32_t>(job % s.n_heads));
+    if (pass_ && (sub < pass_->begin || sub >= pass_->end)) continue;
     try {
       ApplyToSubTable(l_, TableCells{oa_}, static_cast<size_t>(job) / s.n_heads,
                       static_cast<uint32_t>(job % s.n_heads), n, ids, counts_.data(), tags, m);

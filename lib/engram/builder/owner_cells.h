@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engram/base/endian.h"
+#include "engram/base/file.h"
 #include "engram/builder/owner_assigner.h"
 #include "engram/format/format.h"
 #include "engram/format/layout.h"
@@ -69,6 +70,14 @@ struct TableCells {
     base::StoreLE<uint32_t>(st + 4, r.total);
     base::StoreLE<uint32_t>(st + 8, r.distinct);
   }
+  // Gives the pages of rows [begin, end) back (the page cache keeps the table's mapped pages), so
+  // that they stop counting as resident memory.
+  void Release(uint64_t begin, uint64_t end) const {
+    base::ReleaseMappedPages(oa->tags + begin, (end - begin) * sizeof(uint32_t));
+    if (oa->stats)
+      base::ReleaseMappedPages(oa->stats + begin * format::kStatsRowSize,
+                               (end - begin) * format::kStatsRowSize);
+  }
   // Reads rows [begin, end) in order, a word per cache line, to bring them into the cache.
   void Touch(uint64_t begin, uint64_t end) const {
     TouchLines(oa->tags + begin, (end - begin) * sizeof(uint32_t));
@@ -84,14 +93,16 @@ struct TableCells {
   }
 };
 
-// The same cells packed 16 bytes a row (four to a cache line), copied into the table at the end.
+// The same cells packed 16 bytes a row (four to a cache line), copied into the table at the end:
+// rows [first, first + the buffer's rows) of the table.
 struct StateCells {
   RowState* rows;
+  uint64_t first = 0;
   void Touch(uint64_t begin, uint64_t end) const {
-    TouchLines(rows + begin, (end - begin) * sizeof(RowState));
+    TouchLines(rows + (begin - first), (end - begin) * sizeof(RowState));
   }
   void Offer(uint64_t row, uint32_t tag, uint64_t count) const {
-    builder::Offer(rows[row], tag, count);
+    builder::Offer(rows[row - first], tag, count);
   }
 };
 

@@ -207,12 +207,16 @@ Header DecodeHeader(const uint8_t* in) {
   return h;
 }
 
+void AddOwnerCounts(std::span<const uint8_t> stats, uint64_t* owner, uint64_t* total) noexcept {
+  for (size_t off = 0; off + kStatsRowSize <= stats.size(); off += kStatsRowSize) {
+    *owner += base::LoadLE<uint32_t>(stats.data() + off);
+    *total += base::LoadLE<uint32_t>(stats.data() + off + 4);
+  }
+}
+
 double OwnerShare(std::span<const uint8_t> stats) noexcept {
   uint64_t owner = 0, total = 0;
-  for (size_t off = 0; off + kStatsRowSize <= stats.size(); off += kStatsRowSize) {
-    owner += base::LoadLE<uint32_t>(stats.data() + off);
-    total += base::LoadLE<uint32_t>(stats.data() + off + 4);
-  }
+  AddOwnerCounts(stats, &owner, &total);
   return total ? static_cast<double>(owner) / static_cast<double>(total) : -1;
 }
 

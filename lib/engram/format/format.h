@@ -155,6 +155,8 @@ inline constexpr size_t kStatsRowSize = 16;  // §3.3
 // Owner counts over occurrences across a STATS section: the share of the build corpus's n-gram
 // lookups that hit (PROVENANCE "corpus_hit_rate", §3.5); -1 when the section counts nothing.
 double OwnerShare(std::span<const uint8_t> stats) noexcept;
+// The sums behind OwnerShare, added to *owner and *total: for a section read a piece at a time.
+void AddOwnerCounts(std::span<const uint8_t> stats, uint64_t* owner, uint64_t* total) noexcept;
 
 // Decoded fixed header fields (§2.1).
 struct Header {

@@ -169,6 +169,47 @@ TEST_CASE("N shards merged equal one build (exact and sketch)") {
   }
 }
 
+TEST_CASE("owners chosen in passes over the sub-tables equal owners chosen in one") {
+  // A table whose owner cells exceed half of --memory has them chosen a few sub-tables at a
+  // time, the records read again for each pass: in memory, from spill runs, from parts.
+  TempDir d;
+  std::string c = WriteCorpus(d, 1500000, 60000, 5, false);
+  BuildOptions one = Opts(c, d / "one.engram", 60000);
+  BuildResult r1 = Build(one, base::Silent());
+  std::vector<std::string> parts;
+  for (uint32_t i = 0; i < 2; ++i) {
+    BuildOptions s = one;
+    s.shard_index = i;
+    s.shard_count = 2;
+    s.output = d / ("p" + std::to_string(i) + ".part");
+    Build(s, base::Silent());
+    parts.push_back(s.output);
+  }
+  // 8 sub-tables of 4,096 rows: passes of 3, 3 and 2, across orders and layers.
+  ::setenv("ENGRAM_TEST_OWNER_PASS_BYTES", std::to_string(3 * 4096 * 16).c_str(), 1);
+  BuildOptions passes = Opts(c, d / "passes.engram", 60000);
+  BuildResult r2 = Build(passes, base::Silent());
+  BuildOptions spill = Opts(c, d / "spill.engram", 60000);
+  spill.memory_bytes = 32ull << 20;
+  spill.block_tokens = 100000;
+  spill.temp_dir = d.path();
+  BuildResult r3 = Build(spill, base::Silent());
+  MergeOptions m;
+  m.parts = parts;
+  m.output = d / "merged.engram";
+  BuildResult r4 = Merge(m, base::Silent());
+  ::unsetenv("ENGRAM_TEST_OWNER_PASS_BYTES");
+  CHECK(r3.spill_runs > 0);
+  RequireSameData(one.output, passes.output);
+  RequireSameData(one.output, spill.output);
+  RequireSameData(one.output, m.output);
+  CHECK(r1.ngrams_distinct == r2.ngrams_distinct);
+  CHECK(r1.ngrams_distinct == r3.ngrams_distinct);
+  CHECK(r1.ngrams_distinct == r4.ngrams_distinct);
+  CHECK(r1.owned_rows == r2.owned_rows);
+  CHECK(SpillFiles(d.path()) == 0);
+}
+
 TEST_CASE("sketch owners agree with exact owners wherever a strict majority exists") {
   TempDir d;
   std::string c = WriteCorpus(d, 300000, 2000, 3, true);
