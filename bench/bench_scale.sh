@@ -8,9 +8,13 @@
 #   verify                   vs  xxhsum -H3 of the table
 #   sort-buckets of 1,000 appended entries (in place)  vs  the same on a 64 MiB table
 #   sort-buckets --rewrite of the same                  (what a fold cost before: a whole copy)
-#   prefetch --budget 4G, prefetch, export, inspect --stats, lookup, append: time and peak RSS
+#   the least an in-place fold can do here: as many scattered pages as the fold's rows, read and
+#     written back (one page a row), vs the same 64 MiB table's fold
+#   prefetch --budget 4G, prefetch, export, inspect --stats, lookup, append, merge of a 2-shard
+#     build: time and peak RSS, each against its bound (1 GiB plus any --memory or --budget)
 #   bench/bench_scale.sh [FRACTION] [WORKDIR]   FRACTION: 1/8 (default, ~24 GiB of rows), 1/64, ...
-# Disk: checkpoint + table, about 2.2x the table (53 GB at 1/8); everything is removed at the end.
+# Disk: checkpoint + table, about 2.2x the table (53 GB at 1/8), and later table + merged table;
+# everything is removed at the end.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 E=${ENGRAM_BIN:-$root/build/bin/engramctl}
@@ -96,7 +100,7 @@ T=$work/big.engram
 evict "$ckpt"/*.safetensors
 read -r cat_s cat_rss < <(timed cat "$ckpt"/*.safetensors)
 evict "$ckpt"/*.safetensors
-read -r imp_s imp_rss < <(timed $E -q build "${layout[@]}" --buckets "$buckets" --tokens "$work/corpus.u32" \
+read -r imp_s imp_rss < <(timed $E -q build "${layout[@]}" --buckets "$buckets" --tokens "$work/corpus.u32" --memory 1G \
   --values "$ckpt/model.safetensors.index.json" --tensor 'model.layers.{layer}.engram.table.weight' \
   --scale-tensor 'model.layers.{layer}.engram.table.scale' -o "$T")
 rm -rf "$ckpt"
@@ -118,6 +122,13 @@ evict "$T"; read -r pre_s pre_rss < <(timed $E -q prefetch "$T")
 evict "$T"; read -r bud_s bud_rss < <(timed $E -q prefetch "$T" --budget 4G)
 bud_json=$($E -q prefetch "$T" --budget 4G --json)
 evict "$T"; read -r look_s look_rss < <(timed $E -q lookup "$T" --canonical-ids 5,6,7,8,9,10,11,12)
+
+# 4b. merge: a 2-shard build of the same corpus merged into a table of the same layout (then removed).
+for i in 0 1; do
+  $E -q build "${layout[@]}" --buckets "$buckets" --tokens "$work/corpus.u32" --memory 1G --shard "$i/2" -o "$work/p$i.part"
+done
+read -r mer_s mer_rss < <(timed $E -q merge "$work/p0.part" "$work/p1.part" --memory 1G -o "$work/merged.engram")
+rm -f "$work/merged.engram" "$work"/p*.part
 
 # 5. Fold of 1,000 appended entries: the big table vs a 64 MiB table of the same layout.
 small_buckets=$((64 * 1024 * 1024 / (48 * 284)))
@@ -150,6 +161,29 @@ fold_times() {  # fold_times TABLE: "cold warm rss" best of 3 each, 1,000 fresh 
 # there is whatever the previous fold left.
 read -r small_cold small_warm small_rss < <(fold_times "$S")
 read -r big_cold big_warm big_rss < <(fold_times "$T")
+# The floor of any in-place layout: each row the journal names lies on its own page of a table this
+# large, and a page is read before a part of it is written. Here: as many random pages of the
+# table as the fold wrote rows, each read (read-ahead asked for 256 at a time, as the fold does)
+# and written back, then fsync; cold, best of 3, against the small table's fold.
+floor_io() {  # floor_io TABLE PAGES SEED: seconds
+  $PY - "$@" <<'PY'
+import os, random, sys, time
+path, npages, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+fd = os.open(path, os.O_RDWR)
+r = random.Random(seed)
+pages = sorted(set(r.randrange(os.fstat(fd).st_size // 4096 - 1) for _ in range(npages)))
+t0 = time.time()
+for k in range(0, len(pages), 256):
+    part = pages[k:k + 256]
+    for p in part: os.posix_fadvise(fd, p * 4096, 4096, os.POSIX_FADV_WILLNEED)
+    for p in part: os.pwrite(fd, os.pread(fd, 4096, p * 4096), p * 4096)
+os.fsync(fd)
+print("%.3f" % (time.time() - t0))
+PY
+}
+fl=()
+for k in 1 2 3; do evict "$T"; fl+=("$(floor_io "$T" 16000 "$k")"); done
+floor_s=$(printf '%s\n' "${fl[@]}" | best)
 entries "$work/e.jsonl" 7
 read -r app_s app_rss < <(timed $E -q append "$T" --entries "$work/e.jsonl")
 evict "$T"
@@ -165,6 +199,8 @@ printf '%-44s %8ss  vs %-22s %8ss  ratio %s  (peak RSS %s)\n' \
   "verify, cold" "$ver_s" "xxhsum -H3" "$xxh_s" "$(ratio "$ver_s" "$xxh_s")" "$(mib "$vr")"
 printf '%-44s %8ss  vs %-22s %8ss  ratio %s  (target <= 2; peak RSS %s)\n' \
   "fold 1,000 entries in place, cold" "$big_cold" "the same, 64 MiB table" "$small_cold" "$(ratio "$big_cold" "$small_cold")" "$(mib "$big_rss")"
+printf '%-44s %8ss  vs %-22s %8ss  ratio %s  (no in-place layout does less)\n' \
+  "16,000 scattered pages read+written, cold" "$floor_s" "the 64 MiB table's fold" "$small_cold" "$(ratio "$floor_s" "$small_cold")"
 printf '%-44s %8ss  vs %-22s %8ss  ratio %s\n' \
   "fold 1,000 entries in place, after a fold" "$big_warm" "the same, 64 MiB table" "$small_warm" "$(ratio "$big_warm" "$small_warm")"
 printf '%-44s %8ss  vs %-22s %8ss  ratio %s  (peak RSS %s)\n' \
@@ -176,3 +212,14 @@ printf '%-44s %8ss  (peak RSS %s)\n' "export, cold" "$exp_s" "$(mib "$exp_rss")"
 printf '%-44s %8ss  (peak RSS %s)\n' "inspect --stats, cold" "$ins_s" "$(mib "$ins_rss")"
 printf '%-44s %8ss  (peak RSS %s)\n' "lookup, cold" "$look_s" "$(mib "$look_rss")"
 printf '%-44s %8ss  (peak RSS %s)\n' "append 1,000 entries" "$app_s" "$(mib "$app_rss")"
+printf '%-44s %8ss  (peak RSS %s)\n' "merge of 2 shards, --memory 1G" "$mer_s" "$(mib "$mer_rss")"
+# Each command's bound (item 2 of issue 30): 1 GiB plus the --memory or --budget it was given.
+over=0
+check() {  # check NAME RSS_KIB EXTRA_GIB
+  local bound=$(((1 + $3) * 1024 * 1024))
+  if (($2 > bound)); then echo "OVER: $1 peak RSS $(mib "$2") > $((1 + $3)) GiB"; over=1; fi
+}
+check import "$imp_rss" 1; check verify "$vr" 0; check export "$exp_rss" 0; check inspect "$ins_rss" 0
+check prefetch "$pre_rss" 0; check "prefetch --budget 4G" "$bud_rss" 4; check lookup "$look_rss" 0
+check append "$app_rss" 0; check merge "$mer_rss" 1; check "sort-buckets" "$big_rss" 0
+((over)) || echo "peak RSS: every command within 1 GiB plus its --memory or --budget"
