@@ -21,13 +21,12 @@ bool OwnerPass::HasOrder(const format::Layout& l, uint32_t n) const {
 
 std::vector<OwnerPass> PlanOwnerPasses(const format::Layout& l, uint64_t budget) {
   const size_t subs = l.spec.n_subtables();
-  auto first_row = [&](size_t sub) { return sub < subs ? l.row_offsets[sub] : l.total_rows; };
   const uint64_t budget_rows = std::max<uint64_t>(budget / sizeof(RowState), 1);
   std::vector<OwnerPass> passes;
   for (size_t b = 0; b < subs;) {
     size_t e = b + 1;
-    while (e < subs && first_row(e + 1) - first_row(b) <= budget_rows) ++e;
-    passes.push_back({b, e, first_row(b), first_row(e)});
+    while (e < subs && l.SubtableBegin(e + 1) - l.SubtableBegin(b) <= budget_rows) ++e;
+    passes.push_back({b, e, l.SubtableBegin(b), l.SubtableBegin(e)});
     b = e;
   }
   return passes;

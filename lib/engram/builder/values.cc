@@ -82,9 +82,8 @@ void CopyValues(const BuildOptions& o, const format::Layout& l, uint8_t* rows, u
   std::vector<Piece> pieces;
   if (per_layer) {
     for (size_t li = 0; li < l.spec.n_layers(); ++li) {
-      uint64_t first = l.row_offsets[li * l.spec.per_layer()];
-      uint64_t end =
-          li + 1 < l.spec.n_layers() ? l.row_offsets[(li + 1) * l.spec.per_layer()] : l.total_rows;
+      const uint64_t first = l.SubtableBegin(li * l.spec.per_layer());
+      const uint64_t end = l.SubtableBegin((li + 1) * l.spec.per_layer());
       pieces.push_back({format::TensorNameFor(o.values_tensor, l.spec.layer_ids[li]),
                         format::TensorNameFor(o.scales_tensor, l.spec.layer_ids[li]), first,
                         end - first});

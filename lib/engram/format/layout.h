@@ -1,6 +1,7 @@
 // The complete, self-describing layout of a table: addressing, row geometry, canonical-id map.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -35,6 +36,19 @@ struct Layout {
   }
   uint64_t rows_bytes() const noexcept { return total_rows * row_stride(); }
   uint64_t RowOf(size_t sub, uint64_t bucket) const noexcept { return row_offsets[sub] + bucket; }
+  // The first row of sub-table `sub` (spec.SubIndex order); total_rows past the last one.
+  uint64_t SubtableBegin(size_t sub) const noexcept {
+    return sub < row_offsets.size() ? row_offsets[sub] : total_rows;
+  }
+  uint64_t SubtableRows(size_t sub) const noexcept {
+    return SubtableBegin(sub + 1) - SubtableBegin(sub);
+  }
+  // The sub-table that row `row` (< total_rows) lies in: the last one that begins at or before it.
+  size_t SubtableOf(uint64_t row) const noexcept {
+    return static_cast<size_t>(std::upper_bound(row_offsets.begin(), row_offsets.end(), row) -
+                               row_offsets.begin()) -
+           1;
+  }
   // Maps a tokenizer id to its canonical id (identity without a map). Returns false when the id
   // is outside the tokenizer's vocabulary.
   bool Canonical(uint32_t token_id, uint32_t* out) const noexcept {

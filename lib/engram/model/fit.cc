@@ -281,17 +281,13 @@ class Fitter {
     const format::Layout& l = s_.view->layout();
     const size_t subs = l.row_offsets.size();
     std::vector<uint64_t> in_sub(subs, 0);
-    for (uint64_t row : written) {
-      const auto it = std::upper_bound(l.row_offsets.begin(), l.row_offsets.end(), row);
-      ++in_sub[static_cast<size_t>(it - l.row_offsets.begin()) - 1];
-    }
+    for (uint64_t row : written) ++in_sub[l.SubtableOf(row)];
     double untouched = 1.0;
     for (size_t li = 0; li < l.spec.n_layers(); ++li)
       for (uint32_t n = hash::kMinOrder; n <= l.spec.max_order; ++n)
         for (uint32_t h = 0; h < l.spec.n_heads; ++h) {
           const size_t k = l.spec.SubIndex(li, n, h);
-          const uint64_t rows =
-              (k + 1 < subs ? l.row_offsets[k + 1] : l.total_rows) - l.row_offsets[k];
+          const uint64_t rows = l.SubtableRows(k);
           if (rows == 0 || in_sub[k] == 0) continue;
           untouched *= 1.0 - static_cast<double>(in_sub[k]) / static_cast<double>(rows);
           res->written_by_subtable.push_back({l.spec.layer_ids[li], n, h, in_sub[k], rows});

@@ -49,10 +49,8 @@ ExportResult Export(const ExportOptions& o, base::Reporter& reporter) {
                  scale_cols = l.scale_stride() / format::StDTypeSize(scale_dt);
   std::vector<Piece> pieces;
   for (size_t li = 0; li < (per_layer ? l.spec.n_layers() : 1); ++li) {
-    uint64_t first = per_layer ? l.row_offsets[li * l.spec.per_layer()] : 0;
-    uint64_t end = !per_layer || li + 1 == l.spec.n_layers()
-                       ? l.total_rows
-                       : l.row_offsets[(li + 1) * l.spec.per_layer()];
+    const uint64_t first = per_layer ? l.SubtableBegin(li * l.spec.per_layer()) : 0;
+    const uint64_t end = per_layer ? l.SubtableBegin((li + 1) * l.spec.per_layer()) : l.total_rows;
     uint32_t id = l.spec.layer_ids[li];
     pieces.push_back({format::TensorNameFor(o.tensor, id), false, first, end - first,
                       (end - first) * l.row_stride(), id});

@@ -366,8 +366,7 @@ void ReportNonFiniteRows(const format::Reader& r,
   }
   if (!count) return;
   // Which sub-table the first bad row lies in: the last one whose first row is <= it.
-  size_t sub = std::upper_bound(l.row_offsets.begin(), l.row_offsets.end(), first) -
-               l.row_offsets.begin() - 1;
+  const size_t sub = l.SubtableOf(first);
   const size_t per_layer = l.spec.per_layer();
   const uint32_t order =
       static_cast<uint32_t>(hash::kMinOrder + (sub % per_layer) / l.spec.n_heads);
