@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <optional>
 #include <sstream>
 
@@ -400,12 +401,30 @@ BudgetResult WarmHottest(const std::string& path, uint64_t budget, int threads,
   std::atomic<size_t> next{0};
   uint64_t total = 0;
   for (const auto& w : want) total += w.second;
+  // The row pages are scattered: a reader waiting on one page at a time keeps the disk at a
+  // queue depth of the reader count. Read-ahead is asked for a window of ranges ahead of the
+  // readers (POSIX_FADV_WILLNEED starts the reads without waiting), so the disk serves many at
+  // once and the readers find them in the page cache. On a 6.4 GiB table, --budget 1G (192K row
+  // pages), 2 readers, cold: 4.2-5.0 s, against 12-14 s without the window.
+  constexpr size_t kAhead = 1024;
+  std::atomic<size_t> advised{0};
+  std::mutex advise_mu;
+  auto advise_to = [&](size_t upto) {
+    upto = std::min(upto, want.size());
+    if (advised.load() >= upto) return;
+    std::lock_guard<std::mutex> lock(advise_mu);
+    for (size_t k = advised.load(); k < upto; ++k)
+      ::posix_fadvise(fd.get(), static_cast<off_t>(want[k].first),
+                      static_cast<off_t>(want[k].second), POSIX_FADV_WILLNEED);
+    advised.store(std::max(advised.load(), upto));
+  };
   std::exception_ptr error;
 #pragma omp parallel num_threads(threads)
   {
     try {
       ChunkReader reader(fd.get(), path);
       for (size_t i = next.fetch_add(1); i < want.size(); i = next.fetch_add(1)) {
+        if (advised.load() < i + kAhead / 2) advise_to(i + kAhead);
         reader.Read(want[i].first, want[i].second);
         const uint64_t d = done.fetch_add(want[i].second) + want[i].second;
         if (omp_get_thread_num() == 0) reporter.Progress("prefetch", d, total, "bytes");
