@@ -55,7 +55,6 @@ void OwnerAssigner::BeginOrder(uint32_t order) {
 void OwnerAssigner::Add(const uint32_t* ids, uint64_t count) {
   std::memcpy(&ids_[n_ * order_], ids, order_ * 4);
   counts_[n_] = count;
-  ++distinct_;
   if (++n_ == kAssignChunk) Flush();
 }
 

@@ -45,7 +45,6 @@ class OwnerAssigner {
   void BeginOrder(uint32_t order);
   void Add(const uint32_t* ids, uint64_t count);
   void Flush();
-  uint64_t distinct() const noexcept { return distinct_; }
 
  private:
   const format::Layout& l_;
@@ -57,7 +56,6 @@ class OwnerAssigner {
   std::vector<uint32_t> ids_;     // kChunk records of order_ ids
   std::vector<uint64_t> counts_;  // kChunk
   std::vector<uint32_t> tags_;    // kChunk, filled by Flush
-  uint64_t distinct_ = 0;
 };
 
 }  // namespace engram::builder
