@@ -260,7 +260,6 @@ uint64_t ExactCounter::AssignOwners(const format::Layout& l, OwnerArrays* oa, ui
   // with spill runs.
   std::vector<std::vector<const uint32_t*>> sorted(
       static_cast<size_t>(shares), std::vector<const uint32_t*>(s.max_order + 1, nullptr));
-  std::vector<bool> counted(s.max_order + 1, false);  // distinct n-grams of an order, once
   // Owners are chosen in packed row states (one cache line a row, not two), a pass's rows at a
   // time, then copied out.
   uint64_t max_rows = 0;
@@ -269,9 +268,6 @@ uint64_t ExactCounter::AssignOwners(const format::Layout& l, OwnerArrays* oa, ui
   const TableCells table{oa};
   for (const OwnerPass& pass : passes) {
     const StateCells cells{static_cast<RowState*>(state_buf.data()), pass.first_row};
-    std::vector<bool> count_order(s.max_order + 1, false);
-    for (uint32_t n = hash::kMinOrder; n <= s.max_order; ++n)
-      if (pass.HasOrder(l, n) && !counted[n]) count_order[n] = counted[n] = true;
     std::exception_ptr error;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(static_cast <int>(shares))
     for (int64_t t = 0; t < shares; ++t) {
@@ -302,12 +298,12 @@ uint64_t ExactCounter::AssignOwners(const format::Layout& l, OwnerArrays* oa, ui
               const size_t li = job / s.n_heads;
               const uint32_t h = static_cast<uint32_t>(job % s.n_heads);
               const size_t sub = s.SubIndex(li, n, h);
-              if (sub < pass.begin || sub >= pass.end) continue;
+              if (!pass.Has(sub)) continue;
               std::lock_guard<std::mutex> lock(locks[sub]);
               ApplyToSubTable(l, cells, li, h, n, ids.data(), counts.data(), tags.data(),
                               static_cast<int64_t>(m));
             }
-            if (count_order[n]) distinct += m;
+            if (pass.CountsOrder(l, n)) distinct += m;
             if (direct) report(m);
             m = 0;
           };

@@ -191,7 +191,6 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
     // --memory they are chosen in passes over consecutive sub-tables, each reading the parts
     // again, and a pass's pages are given back when it is done (the page cache keeps them).
     const std::vector<OwnerPass> passes = PlanOwnerPasses(layout, OwnerCellBudget(memory));
-    std::vector<bool> counted(layout.spec.max_order + 1, false);
     uint64_t distinct = 0;
     for (size_t pi = 0; pi < passes.size(); ++pi) {
       const OwnerPass& pass = passes[pi];
@@ -204,8 +203,7 @@ BuildResult Merge(const MergeOptions& mo, base::Reporter& reporter) {
       OwnerAssigner assign(layout, &oa, threads, &pass);
       for (uint32_t n = hash::kMinOrder; n <= layout.spec.max_order; ++n) {
         // Orders come one after another in each part: one this pass does not need is read past.
-        const bool use = pass.HasOrder(layout, n), count = use && !counted[n];
-        counted[n] = counted[n] || use;
+        const bool use = pass.HasOrder(layout, n), count = pass.CountsOrder(layout, n);
         assign.BeginOrder(n);
         MergePartStreams(rs, n, [&](const uint32_t* ids, uint64_t c) {
           if (!use) return;

@@ -73,9 +73,9 @@ void OwnerAssigner::Flush() {
   std::exception_ptr error;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
   for (int64_t job = 0; job < jobs; ++job) {
-    const size_t sub =
-        s.SubIndex(static_cast<size_t>(job) / s.n_heads, n, static_cast<uint32_t>(job % s.n_heads));
-    if (pass_ && (sub < pass_->begin || sub >= pass_->end)) continue;
+    if (pass_ && !pass_->Has(s.SubIndex(static_cast<size_t>(job) / s.n_heads, n,
+                                        static_cast<uint32_t>(job % s.n_heads))))
+      continue;
     try {
       ApplyToSubTable(l_, TableCells{oa_}, static_cast<size_t>(job) / s.n_heads,
                       static_cast<uint32_t>(job % s.n_heads), n, ids, counts_.data(), tags, m);

@@ -22,14 +22,21 @@ struct OwnerArrays {
 struct OwnerPass {
   size_t begin = 0, end = 0;
   uint64_t first_row = 0, end_row = 0;
+  bool Has(size_t sub) const noexcept { return sub >= begin && sub < end; }
   // Whether the pass has a sub-table of order n.
   bool HasOrder(const format::Layout& l, uint32_t n) const;
+  // Whether this pass counts the distinct n-grams of order n: exactly one pass does, the one with
+  // the order's first sub-table.
+  bool CountsOrder(const format::Layout& l, uint32_t n) const {
+    return Has(l.spec.SubIndex(0, n, 0));
+  }
 };
 
-// Owner cells cost 16 bytes a row (TAGS and STATS, or the packed state of a build). A table whose
-// cells exceed `budget` bytes has them chosen in several passes over the records, each over
-// consecutive sub-tables within the budget (at least one sub-table a pass), so that memory
-// stays bounded however many rows the table has; one pass when they fit.
+// Owner cells cost 16 bytes a row in a build's packed state (TAGS and STATS take 20 in the
+// table, which merge writes directly). A table whose cells exceed `budget` bytes has them chosen in
+// several passes over the records, each over consecutive sub-tables within the budget (at least one
+// sub-table a pass), so that memory stays bounded however many rows the table has; one pass when
+// they fit.
 std::vector<OwnerPass> PlanOwnerPasses(const format::Layout& l, uint64_t budget);
 
 // The owner-cell budget within a --memory of `memory` bytes: half of it, at least 64 MiB.
