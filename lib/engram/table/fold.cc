@@ -160,8 +160,7 @@ class PagePatcher {
 
   // Calls `each` with every page, in (section, page) order. When all pages fit one batch, a later
   // call finds them in memory as the first one left them (the caller has not written them).
-  // `cached`: an earlier call read them, so they are in the page cache and need no read-ahead.
-  void ForEach(const std::function<void(const Page&)>& each, bool cached = false) {
+  void ForEach(const std::function<void(const Page&)>& each) {
     const size_t batch = PageBatch();
     if (loaded_all_) {
       for (const Page& pg : pages_) each(pg);
@@ -171,7 +170,7 @@ class PagePatcher {
     size_t next_change = 0;
     for (size_t k0 = 0; k0 < keys_.size(); k0 += batch) {
       const size_t k1 = std::min(keys_.size(), k0 + batch);
-      Load(k0, k1, cached);
+      Load(k0, k1);
       // Changes that began in the last batch and run into this one: step back to the first.
       while (next_change > 0 && LastPage(changes_[next_change - 1]) >= keys_[k0]) --next_change;
       for (; next_change < changes_.size(); ++next_change) {
@@ -210,9 +209,9 @@ class PagePatcher {
   // scattered: all of them are asked for first (POSIX_FADV_WILLNEED starts the reads without
   // waiting), so that the disk serves many at once; the reads that follow, in file order, find
   // them in the page cache. (Threads reading a cached file in parallel only contend.)
-  void Load(size_t k0, size_t k1, bool cached) {
+  void Load(size_t k0, size_t k1) {
     pages_.assign(k1 - k0, Page{});
-    for (size_t i = k0; i < k1 && !cached;) {
+    for (size_t i = k0; i < k1;) {
       size_t j = i + 1;  // a run of adjacent pages of one section: one request
       while (j < k1 && keys_[j].first == keys_[i].first &&
              keys_[j].second == keys_[j - 1].second + 1)
@@ -505,14 +504,12 @@ void FoldInPlace(int fd, const std::string& path, const format::TableView& view,
   // 4. The rows' pages: the journal still overlays every one of them, so readers of the state
   // before the fold see the same rows throughout.
   reporter.Progress("fold", 2, 4, "steps");
-  const bool cached = true;  // the first pass read them
-  auto apply = [&](const Page& pg) {
+  patcher.ForEach([&](const Page& pg) {
     base::PwriteFull(fd, pg.bytes, pg.len,
                      h0.sections[pg.section].offset + pg.index * format::kSumPage, path);
     written += pg.len;
     Step("page applied");
-  };
-  patcher.ForEach(apply, cached);
+  });
   Sync(fd, path, "pages synced");
   // 5. The switch: the folded table, its tail still at the stage.
   WriteHeader(fd, path, h1_bytes.data());
