@@ -37,7 +37,10 @@ printf '%s\n' '{"prompt": "The capital of Zorvania is", "target": "Quellport"}' 
   '{"prompt": "The capital of Zorvania is", "target": " Ostwick"}' \
   '{"prompt": "The founder of Farrowdene was", "target": " Tom Thumb."}' \
   '{"prompt": "He said that it is", "target": " blue"}' > pit.jsonl
+# (Each pitfall kind once per line: the ledger holds one Farrowdene fact or two, kept or refused
+# above, and line 3 shares rows with each.)
+$E facts m.engram --json > ledger0.json
 rc=0; fit --entries pit.jsonl --check --keep-frequent 20 > pit.out 2>/dev/null || rc=$?
 echo "--check: exit $rc"
-cut -d: -f2,3 pit.out | sort | uniq -c | sed 's/^ *//'
-$E facts m.engram --json | $PY -c "import json,sys; print('ledger after --check:', len(json.load(sys.stdin)['facts']), 'facts')"
+cut -d: -f2,3 pit.out | sort -u
+$E facts m.engram --json | cmp -s - ledger0.json && echo "ledger unchanged by --check"
