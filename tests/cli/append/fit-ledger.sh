@@ -37,10 +37,12 @@ printf '%s\n' '{"prompt": "The capital of Zorvania is", "target": "Quellport"}' 
   '{"prompt": "The capital of Zorvania is", "target": " Ostwick"}' \
   '{"prompt": "The founder of Farrowdene was", "target": " Tom Thumb."}' \
   '{"prompt": "He said that it is", "target": " blue"}' > pit.jsonl
-# (Each pitfall kind once per line: the ledger holds one Farrowdene fact or two, kept or refused
-# above, and line 3 shares rows with each.)
 $E facts m.engram --json > ledger0.json
 rc=0; fit --entries pit.jsonl --check --keep-frequent 20 > pit.out 2>/dev/null || rc=$?
 echo "--check: exit $rc"
-cut -d: -f2,3 pit.out | sort -u
+# Line 3 is itself a ledger fact (written with --force above) and shares rows with every other
+# one, the mayor's too where it was kept above: one ledger-shared-rows pitfall each.
+shared=$(($($PY -c "import json; print(len(json.load(open('ledger0.json'))['facts']))") - 1))
+cut -d: -f2,3 pit.out | sort | uniq -c | sed 's/^ *//' |
+  sed "s/^$shared 3: ledger-shared-rows\$/one per other ledger fact 3: ledger-shared-rows/"
 $E facts m.engram --json | cmp -s - ledger0.json && echo "ledger unchanged by --check"
