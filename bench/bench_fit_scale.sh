@@ -13,10 +13,13 @@
 # --check (holding, seconds), seconds per fact (whole append command), next to the numbers of
 # the algorithm before issue 31 (main 5885d54). 1 thread, greedy, bf16 demo table.
 #   [ENGRAM_BIN=copy/bin/engramctl] [FIT_FLAGS="--keep-near-misses 1"] [BUCKETS=262144] \
-#     bench/bench_fit_scale.sh [WORKDIR] [SIZES] [SEQ] [PHRASINGS]
+#     [MODEL=DIR] bench/bench_fit_scale.sh [WORKDIR] [SIZES] [SEQ] [PHRASINGS]
 # BUCKETS: buckets per sub-table (default the demo's 65536); build --tile-values repeats the
 # trained rows, so every n-gram reads the same values and the unedited model answers the same,
 # but each fitted row is shared by fewer n-grams (one workdir per BUCKETS: base.engram is kept).
+# MODEL: another model directory (default build/demo/model; e.g. one trained with
+# scripts/model/train_demo.sh OUT --max-ngram 4): the table's ngram_order is read from its
+# config.json (one workdir per MODEL).
 #   defaults: build/bench/fit_scale "10 100 1000" "10x100" 100       (after ./scripts/demo.sh);
 #   "" skips a part
 set -euo pipefail
@@ -29,16 +32,17 @@ sizes=${2-10 100 1000}
 seq=${3-10x100}
 phr=${4-100}
 facts=$root/bench/facts/facts1000.jsonl
-model=$root/build/demo/model
+model=$(cd "${MODEL:-$root/build/demo/model}" && pwd)
 heldout=$root/build/assets/brown/heldout.txt
 [[ -f $model/model.safetensors ]] || { echo "bench_fit_scale: run ./scripts/demo.sh first" >&2; exit 1; }
+order=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['engram']['max_ngram_size'])" "$model/config.json")
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
 cd "$work"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 sed -e "s|\.\./\.\./build/demo/model|$model|" -e "s|\.\./\.\./build/demo/engram_weights/ngram_table_v3.bin|$work/t.engram|" \
   -e 's|prefetch = true|prefetch = false|' -e 's|deterministic_addressing = true|deterministic_addressing = false|' \
-  -e "s|^hash_buckets = 65536|hash_buckets = ${BUCKETS:-65536}|" \
+  -e "s|^hash_buckets = 65536|hash_buckets = ${BUCKETS:-65536}|" -e "s|^ngram_order = 3|ngram_order = $order|" \
   "$root/examples/demo/config.toml" > c.toml
 [[ -f base.engram ]] || $E -q build --config c.toml --corpus "$root/build/assets/brown/train.txt" \
   --values "$model" --tensor engram.table.weight --tile-values -o base.engram
@@ -113,7 +117,7 @@ print(f"    rows written: {sum(f['rows_written'] for f in fits)}, exposure {1 - 
 PY
 }
 
-echo "bench_fit_scale: demo model, bf16 table ${BUCKETS:-65536} buckets a sub-table, 1 thread; metrics after folding"
+echo "bench_fit_scale: model $model (orders 2..$order), bf16 table ${BUCKETS:-65536} buckets a sub-table, 1 thread; metrics after folding"
 echo "        run |    eff |   para | rephr | nm chg | leak | ctrl | ppl    | facts --check   | s/fact"
 echo "  before issue 31 (main 5885d54, its own 1,000-fact set): batch 10: 100% 100% - 0% - - +0.09% 0.8 s/fact;"
 echo "  batch 100: 89% 87% - 63% - - +0.53% 0.76; batch 1000: 47% 44% 0% 93% - - +5.7% 1.82; seq 10x100: 145/1000 hold"

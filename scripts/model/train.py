@@ -47,7 +47,7 @@ def split_docs(a):
     return docs
 
 
-def demo_config(vocab_size, pad_token, tokenizer_fingerprint, seq=128):
+def demo_config(vocab_size, pad_token, tokenizer_fingerprint, seq=128, max_ngram=3):
     return {
         "architectures": ["EngramMoEForCausalLM"],
         "model_type": "deepseek_engram",
@@ -76,7 +76,7 @@ def demo_config(vocab_size, pad_token, tokenizer_fingerprint, seq=128):
         "torch_dtype": "bfloat16",
         "engram": {
             "layer_ids": [1, 3],
-            "max_ngram_size": 3,
+            "max_ngram_size": max_ngram,
             "n_embed_per_ngram": 64,
             "n_head_per_ngram": 4,
             "kernel_size": 4,
@@ -113,6 +113,8 @@ def main():
                          "such n-grams, so the model must learn to gate them out)")
     ap.add_argument("--row-noise", type=float, default=0.1,
                     help="probability that any other n-gram also reads random rows (hash collisions)")
+    ap.add_argument("--max-ngram", type=int, default=3,
+                    help="N: the Engram rows hash orders 2..N (the demo model uses 3, as DeepSeek's Engram does)")
     ap.add_argument("--minutes", type=float, default=0.0, help="if > 0, stop early (and save) after this long")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -124,11 +126,11 @@ def main():
     canon_docs = split_docs(np.fromfile(a.canon, dtype="<u4"))
     assert len(ids_docs) == len(canon_docs) and all(len(x) == len(y) for x, y in zip(ids_docs, canon_docs))
     vocab_size = 129280
-    cfg = demo_config(vocab_size, 2, a.fingerprint, a.seq)
+    cfg = demo_config(vocab_size, 2, a.fingerprint, a.seq, a.max_ngram)
     e = cfg["engram"]
     addr = NativeAddressing(e["layer_ids"], e["max_ngram_size"], e["n_head_per_ngram"], e["log2_buckets"],
                             a.pad_canonical, e["seed"])
-    cache = a.out + ".rows.npy"
+    cache = f"{a.out}.rows-n{e['max_ngram_size']}.npy"  # the addressing depends on N
     if os.path.exists(cache):
         rows_all = np.load(cache)
     else:
@@ -137,21 +139,31 @@ def main():
     print(f"addressing done in {time.time() - t_start:.0f}s: {rows_all.shape}", flush=True)
     # Training-text count of the n-gram (orders 2..N) ending at every position (history padded as
     # the table's addressing pads it); canonical ids fit in 17 bits, so an n-gram of order <= 3 is
-    # one int64 key.
+    # one int64 key and a longer one a pair (its tokens before the last three, and those three).
     N = e["max_ngram_size"]
-    assert N <= 3 and max(int(d.max()) for d in canon_docs if len(d)) < (1 << 17)
+    assert 2 <= N <= 6 and max(int(d.max()) for d in canon_docs if len(d)) < (1 << 17)
     counts = {}
     for n in range(2, N + 1):
-        keys = []
+        hi_keys, keys = [], []
         for d in canon_docs:
             p = np.concatenate([np.full(N - 1, a.pad_canonical, dtype=np.int64), d.astype(np.int64)])
+            hi = np.zeros(len(d), dtype=np.int64)
             k = np.zeros(len(d), dtype=np.int64)
             for j in range(n):
-                k = (k << 17) | p[N - n + j:N - n + j + len(d)]
+                col = p[N - n + j:N - n + j + len(d)]
+                if j < n - 3:
+                    hi = (hi << 17) | col
+                else:
+                    k = (k << 17) | col
+            hi_keys.append(hi)
             keys.append(k)
         keys = np.concatenate(keys)
-        _, inv, cnt = np.unique(keys, return_inverse=True, return_counts=True)
-        counts[n] = cnt[inv]
+        if n <= 3:
+            _, inv, cnt = np.unique(keys, return_inverse=True, return_counts=True)
+        else:
+            _, inv, cnt = np.unique(np.stack([np.concatenate(hi_keys), keys], axis=1), axis=0,
+                                    return_inverse=True, return_counts=True)
+        counts[n] = cnt[inv.reshape(-1)]
         print(f"order {n}: {len(cnt)} distinct, {np.mean(counts[n] < a.rare_count):.2f} of positions rarer than "
               f"{a.rare_count}", flush=True)
     heads, log2 = e["n_head_per_ngram"], e["log2_buckets"]
