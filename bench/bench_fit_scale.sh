@@ -42,7 +42,8 @@ cd "$work"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 sed -e "s|\.\./\.\./build/demo/model|$model|" -e "s|\.\./\.\./build/demo/engram_weights/ngram_table_v3.bin|$work/t.engram|" \
   -e 's|prefetch = true|prefetch = false|' -e 's|deterministic_addressing = true|deterministic_addressing = false|' \
-  -e "s|^hash_buckets = 65536|hash_buckets = ${BUCKETS:-65536}|" -e "s|^ngram_order = 3|ngram_order = $order|" \
+  -e "s|^hash_buckets = 65536|hash_buckets = ${BUCKETS:-65536}|" -e "s|^ngram_order = [0-9]*|ngram_order = $order|" \
+  -e "s|^host_memory_limit_gb = 1$|host_memory_limit_gb = 16|" \
   "$root/examples/demo/config.toml" > c.toml
 [[ -f base.engram ]] || $E -q build --config c.toml --corpus "$root/build/assets/brown/train.txt" \
   --values "$model" --tensor engram.table.weight --tile-values -o base.engram
