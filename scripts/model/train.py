@@ -47,7 +47,7 @@ def split_docs(a):
     return docs
 
 
-def demo_config(vocab_size, pad_token, tokenizer_fingerprint, seq=128, max_ngram=3):
+def demo_config(vocab_size, pad_token, tokenizer_fingerprint, seq=128, max_ngram=4):
     return {
         "architectures": ["EngramMoEForCausalLM"],
         "model_type": "deepseek_engram",
@@ -113,8 +113,9 @@ def main():
                          "such n-grams, so the model must learn to gate them out)")
     ap.add_argument("--row-noise", type=float, default=0.1,
                     help="probability that any other n-gram also reads random rows (hash collisions)")
-    ap.add_argument("--max-ngram", type=int, default=3,
-                    help="N: the Engram rows hash orders 2..N (the demo model uses 3, as DeepSeek's Engram does)")
+    ap.add_argument("--max-ngram", type=int, default=4,
+                    help="N: the Engram rows hash orders 2..N (the demo model: 4, as V4.1's layout; with 3 a "
+                         "fact's top-order rows are its prompt's last 3 tokens, which many near misses share)")
     ap.add_argument("--minutes", type=float, default=0.0, help="if > 0, stop early (and save) after this long")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
