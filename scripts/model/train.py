@@ -139,8 +139,8 @@ def main():
         np.save(cache, rows_all)
     print(f"addressing done in {time.time() - t_start:.0f}s: {rows_all.shape}", flush=True)
     # Training-text count of the n-gram (orders 2..N) ending at every position (history padded as
-    # the table's addressing pads it); canonical ids fit in 17 bits, so an n-gram of order <= 3 is
-    # one int64 key and a longer one a pair (its tokens before the last three, and those three).
+    # the table's addressing pads it); canonical ids fit in 17 bits, so an n-gram is a pair of int64
+    # keys: its tokens before the last three (0 for orders <= 3), and those three.
     N = e["max_ngram_size"]
     assert 2 <= N <= 6 and max(int(d.max()) for d in canon_docs if len(d)) < (1 << 17)
     counts = {}
@@ -158,12 +158,8 @@ def main():
                     k = (k << 17) | col
             hi_keys.append(hi)
             keys.append(k)
-        keys = np.concatenate(keys)
-        if n <= 3:
-            _, inv, cnt = np.unique(keys, return_inverse=True, return_counts=True)
-        else:
-            _, inv, cnt = np.unique(np.stack([np.concatenate(hi_keys), keys], axis=1), axis=0,
-                                    return_inverse=True, return_counts=True)
+        _, inv, cnt = np.unique(np.stack([np.concatenate(hi_keys), np.concatenate(keys)], axis=1), axis=0,
+                                return_inverse=True, return_counts=True)
         counts[n] = cnt[inv.reshape(-1)]
         print(f"order {n}: {len(cnt)} distinct, {np.mean(counts[n] < a.rare_count):.2f} of positions rarer than "
               f"{a.rare_count}", flush=True)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates assets/demo-model (the trained MoE+Engram demo model) from scratch:
-#   ./scripts/model/train_demo.sh [OUT_DIR [TRAIN_OPTIONS...]]   (~45 min on 2 cores)
+#   ./scripts/model/train_demo.sh [OUT_DIR [TRAIN_OPTIONS...]]   (~40 min on 2 cores)
 # TRAIN_OPTIONS go to scripts/model/train.py after the demo's own (e.g. --max-ngram 3).
 # Steps: tokenize the Brown training text with the real DeepSeek-V3 tokenizer (engramctl tokenize),
 # train with the PyTorch reference (scripts/model/train.py), compress model.safetensors with zstd.
