@@ -157,12 +157,12 @@ std::string LowHitRateNote(double rate, uint64_t lookups, double corpus_rate,
                            const format::Layout& l) {
   if (lookups < 8) return {};
   const bool known = corpus_rate > 0;
-  if (rate >= (known ? 0.5 * corpus_rate : 0.3)) return {};
+  if (rate >= (known ? 0.25 * corpus_rate : 0.3)) return {};
   char head[160];
   if (known)
     std::snprintf(head, sizeof head,
-                  "engram_hit_rate %.2f is below half of the %.2f this table scores on its own "
-                  "build corpus",
+                  "engram_hit_rate %.2f is below a quarter of the %.2f this table scores on its "
+                  "own build corpus",
                   rate, corpus_rate);
   else
     std::snprintf(head, sizeof head, "engram_hit_rate %.2f is below 0.3", rate);
