@@ -14,7 +14,7 @@
 # the algorithm before issue 31 (main 5885d54). 1 thread, greedy, bf16 demo table.
 #   [ENGRAM_BIN=copy/bin/engramctl] [FIT_FLAGS="--keep-near-misses 1"] [BUCKETS=262144] \
 #     [MODEL=DIR] bench/bench_fit_scale.sh [WORKDIR] [SIZES] [SEQ] [PHRASINGS]
-# BUCKETS: buckets per sub-table (default the demo's 65536); build --tile-values repeats the
+# BUCKETS: buckets per sub-table (default the demo config's 2^19); build --tile-values repeats the
 # trained rows, so every n-gram reads the same values and the unedited model answers the same,
 # but each fitted row is shared by fewer n-grams (one workdir per BUCKETS: base.engram is kept).
 # MODEL: another model directory (default build/demo/model; e.g. one trained with
@@ -42,7 +42,7 @@ cd "$work"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 sed -e "s|\.\./\.\./build/demo/model|$model|" -e "s|\.\./\.\./build/demo/engram_weights/ngram_table_v3.bin|$work/t.engram|" \
   -e 's|prefetch = true|prefetch = false|' -e 's|deterministic_addressing = true|deterministic_addressing = false|' \
-  -e "s|^hash_buckets = 65536|hash_buckets = ${BUCKETS:-65536}|" -e "s|^ngram_order = [0-9]*|ngram_order = $order|" \
+  ${BUCKETS:+-e "s|^hash_buckets = [0-9]*|hash_buckets = $BUCKETS|"} -e "s|^ngram_order = [0-9]*|ngram_order = $order|" \
   -e "s|^host_memory_limit_gb = 1$|host_memory_limit_gb = 16|" \
   "$root/examples/demo/config.toml" > c.toml
 [[ -f base.engram ]] || $E -q build --config c.toml --corpus "$root/build/assets/brown/train.txt" \
@@ -118,7 +118,8 @@ print(f"    rows written: {sum(f['rows_written'] for f in fits)}, exposure {1 - 
 PY
 }
 
-echo "bench_fit_scale: model $model (orders 2..$order), bf16 table ${BUCKETS:-65536} buckets a sub-table, 1 thread; metrics after folding"
+buckets=$(sed -n 's/^hash_buckets = \([0-9]*\).*/\1/p' c.toml)
+echo "bench_fit_scale: model $model (orders 2..$order), bf16 table $buckets buckets a sub-table, 1 thread; metrics after folding"
 echo "        run |    eff |   para | rephr | nm chg | leak | ctrl | ppl    | facts --check   | s/fact"
 echo "  before issue 31 (main 5885d54, its own 1,000-fact set): batch 10: 100% 100% - 0% - - +0.09% 0.8 s/fact;"
 echo "  batch 100: 89% 87% - 63% - - +0.53% 0.76; batch 1000: 47% 44% 0% 93% - - +5.7% 1.82; seq 10x100: 145/1000 hold"

@@ -44,7 +44,9 @@ two_facts() {  # two_facts FILE: two invented facts the demo model cannot know (
 J
 }
 demo_model() {  # demo_model DIR: the trained demo model (assets/demo-model) + its table DIR.engram (owners
-                # from 100 Brown documents) + DIR.toml (journal read) and DIR.det.toml (deterministic)
+                # from 100 Brown documents) + DIR.toml (journal read) and DIR.det.toml (deterministic);
+                # the table has 2^16 buckets a sub-table, not the demo config's 2^19: 8x smaller to
+                # copy, and fitted rows collide more
   local m=$1
   from_fixture demo "$m" && return 0
   mkdir -p "$m"
@@ -53,7 +55,8 @@ demo_model() {  # demo_model DIR: the trained demo model (assets/demo-model) + i
   cp "$ASSETS/deepseek_v3/tokenizer.json" "$m/"
   head -n 100 "$ASSETS/brown/train.txt" > "$m.corpus.txt"
   sed -e "s|\.\./\.\./build/demo/model|$m|" -e "s|\.\./\.\./build/demo/engram_weights/ngram_table_v3.bin|$m.engram|" \
-    -e 's|prefetch = true|prefetch = false|' "$SRC/examples/demo/config.toml" > "$m.det.toml"
+    -e 's|prefetch = true|prefetch = false|' -e 's|^hash_buckets = [0-9]*|hash_buckets = 65536|' \
+    "$SRC/examples/demo/config.toml" > "$m.det.toml"
   sed 's|deterministic_addressing = true|deterministic_addressing = false|' "$m.det.toml" > "$m.toml"
   $E -q build --config "$m.det.toml" --corpus "$m.corpus.txt" --values "$m" --tensor engram.table.weight --tile-values \
     -o "$m.engram"
