@@ -8,9 +8,10 @@ v() {  # v NAME CONFIG: exit status and the problems' fields
   set +e; $E verify --config "$2" --json > out.json 2> err.txt; local rc=$?; set -e
   echo "$1: exit $rc: $($PY -c "import json,sys; d=json.load(open('out.json')); print(' | '.join(p['field'] for p in d['problems']) or 'ok')" 2>/dev/null || head -n 1 err.txt)"
 }
+buckets=$(sed -n 's/^hash_buckets = \([0-9]*\).*/\1/p' m.det.toml)  # the fixture's (demo_model), not the demo's
 for ex in config serve; do
   sed -e "s|\.\./\.\./build/demo/model|$PWD/m|" -e "s|\.\./\.\./build/demo/engram_weights/ngram_table_v3.bin|$PWD/m.engram|" \
-    -e 's|^hash_buckets = [0-9]*|hash_buckets = 65536|' "$SRC/examples/demo/$ex.toml" > ex_$ex.toml  # the fixture's buckets
+    -e "s|^hash_buckets = [0-9]*|hash_buckets = $buckets|" "$SRC/examples/demo/$ex.toml" > ex_$ex.toml
   v "examples/demo/$ex.toml" ex_$ex.toml
 done
 # The fixture's configs name its model and table as m and m.engram; m.det.toml (deterministic
